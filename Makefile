@@ -1,0 +1,48 @@
+# The two commands a newcomer runs (see README):
+#   make repro   set up .venv from the lock, then `dvc repro` the default profile on the embedded data
+#   make test    set up .venv from the lock, then the default test tier
+# Both are idempotent: the venv is rebuilt only when requirements.lock or pyproject.toml change.
+
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.dynamix-installed
+PROFILE ?= default
+PYTEST_ARGS ?=
+export DVC_NO_ANALYTICS := 1
+export PYTHONHASHSEED := 0
+
+.PHONY: setup protos repro smoke test test-all bench lab lock clean-results
+
+setup: $(STAMP) protos
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+protos: $(STAMP)
+	$(PY) -m dynamix.rpc.codegen --if-stale
+
+repro: setup
+	$(VENV)/bin/dvc config --local core.analytics false
+	$(VENV)/bin/dvc repro $(if $(filter-out default,$(PROFILE)),--force,)
+
+smoke: setup
+	$(VENV)/bin/dvc exp run --temp -S profile=smoke
+
+test: setup
+	$(PY) -m pytest -m "not slow" -q $(PYTEST_ARGS)
+
+test-all: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+lock:
+	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact pins for every package in .venv (pip freeze). Regenerate: make lock. Mirrored by environment.yml.' > requirements.lock
+	$(PY) -m dynamix.lockfile

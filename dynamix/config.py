@@ -1,0 +1,331 @@
+"""The one configuration path: ``params.yaml`` -> frozen dataclasses.
+
+``params.yaml`` holds base sections (top-level keys named after the fields of :class:`Config`), a
+``profiles`` mapping of partial overrides (``smoke``, ``default``, ``paper``) and ``profile``, the
+profile in force. :func:`load` deep-merges ``base <- profiles[profile] <- overrides`` and builds the
+dataclasses. DVC cannot select nested keys (``${profiles.${profile}}``), which is why the merge lives
+here and every DVC stage depends on ``profile`` and ``profiles``.
+
+Validation is strict because a silently ignored typo in a research config costs a week: an unknown
+key, a wrong type or an out-of-range value raises :class:`ConfigError` naming the dotted field and
+its allowed range or choices. Ranges and choices are declared once, in field metadata, beside the
+field's docstring-comment.
+
+To add a section: write a frozen dataclass whose fields all have defaults and ``rng``/``one_of``
+metadata where a range exists, and add it as a field of :class:`Config`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from dynamix import paths
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, mistyped or out of range; the message names the field."""
+
+
+def rng(lo: float | None = None, hi: float | None = None) -> dict:
+    """Field metadata: the value (or every element of a tuple) must lie in ``[lo, hi]``."""
+    return {"range": (lo, hi)}
+
+
+def one_of(*choices: str) -> dict:
+    """Field metadata: the value must be one of ``choices``."""
+    return {"choices": tuple(choices)}
+
+
+def setting(default: Any, meta: dict | None = None) -> Any:
+    """A dataclass field with a default and validation metadata (``rng``/``one_of``)."""
+    if isinstance(default, (list, dict)):
+        raise TypeError("use tuples for sequence defaults (frozen config)")
+    return field(default=default, metadata=meta or {})
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where CIFAR-10 comes from; see :mod:`dynamix.data.sources`."""
+
+    source: str = setting("embedded", one_of("embedded", "path", "torchvision"))
+    # embedded: the class-balanced subset committed as data/cifar10-mini.tar.gz;
+    # path: a directory or .tar.gz in ImageFolder layout; $DYNAMIX_CIFAR10 overrides ``path``;
+    # torchvision: torchvision.datasets.CIFAR10 with download=True into ``download_root``.
+    path: str = setting("")
+    download_root: str = setting("data/torchvision")
+    augment: bool = setting(True)  # random crop (pad 4) + horizontal flip on training batches
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which CIFAR-form network to train; names are the keys of ``dynamix.models.REGISTRY``."""
+
+    name: str = setting("tiny-cnn")
+    width: float = setting(1.0, rng(0.0625, 8.0))  # channel multiplier for VGG/ResNet families
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimiser and learning-rate schedule (see :mod:`dynamix.train.optim`)."""
+
+    name: str = setting("sgd", one_of("sgd", "adam"))
+    lr: float = setting(0.05, rng(1e-6, 10.0))
+    momentum: float = setting(0.9, rng(0.0, 0.999))
+    weight_decay: float = setting(5e-4, rng(0.0, 0.1))
+    schedule: str = setting("constant", one_of("constant", "cosine", "step"))
+    step_every_iters: int = setting(1000, rng(1, None))  # for ``step``: decay by 10 every this many iters
+    warmup_iters: int = setting(0, rng(0, None))
+    # How the LR follows the global batch B: none; linear (lr * B / base_batch, Goyal et al. 2017);
+    # sqrt (lr * sqrt(B / base_batch), Krizhevsky 2014). AdaScale is a policy's lr_scale instead.
+    lr_scaling: str = setting("none", one_of("none", "linear", "sqrt"))
+    base_batch: int = setting(128, rng(1, None))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A training run's budget, cadence and seed."""
+
+    batch_size: int = setting(64, rng(1, 65536))  # per worker, when static
+    epochs: float = setting(5.0, rng(0.0, 10000.0))
+    max_iters: int = setting(0, rng(0, None))  # 0: run by epochs
+    eval_every: int = setting(100, rng(1, None))  # iterations between test-set evaluations
+    eval_samples: int = setting(0, rng(0, None))  # 0: the whole test split
+    checkpoint_every: int = setting(200, rng(1, None))
+    seed: int = setting(0, rng(0, 2**31 - 1))
+    threads: int = setting(0, rng(0, 256))  # torch threads per process; 0: torch's default
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """The batch-size action space shared by every adaptive policy (paper Sec. III)."""
+
+    min: int = setting(32, rng(1, 65536))
+    max: int = setting(1024, rng(1, 65536))
+    actions: tuple[int, ...] = setting((-100, -25, 0, 25, 100), rng(-65536, 65536))
+    window: int = setting(10, rng(1, None))  # k: iterations between decisions
+    initial: int = setting(64, rng(1, 65536))
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The torch.distributed engine (see :mod:`dynamix.engine`)."""
+
+    world_size: int = setting(2, rng(1, 4096))
+    arch: str = setting("ring", one_of("ring", "ps"))
+    backend: str = setting("auto", one_of("auto", "gloo", "nccl"))
+    num_servers: int = setting(1, rng(1, 64))  # parameter-server mode only
+    net_mode: str = setting("inject", one_of("inject", "netns"))
+    cluster: str = setting("clusters/homogeneous-4.yaml")  # cluster spec for heterogeneity emulation
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Which batch-size policy runs, as a spec string (``static:64``, ``lbbsp``, ``gns``, ...)."""
+
+    spec: str = setting("static:64")
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Reward coefficients (paper Eq. for r_SGD / r_Adam); see :mod:`dynamix.rl.reward`."""
+
+    alpha: float = setting(1.0, rng(0.0, None))  # weight of the accuracy gain max(0, dA)
+    beta: float = setting(0.5, rng(0.0, None))  # weight of the (scaled) iteration time
+    delta: float = setting(0.02, rng(0.0, None))  # weight of log2(b) - 5, penalising extreme batches
+    eta: float = setting(0.01, rng(0.0, None))  # adaptive optimisers: weight of sigma2_norm + sigma_norm
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every section of ``params.yaml``. ``profile`` records which profile produced it."""
+
+    profile: str = setting("default")
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+
+    def __post_init__(self) -> None:
+        if self.batch.min > self.batch.max:
+            raise ConfigError(
+                f"batch.min = {self.batch.min} exceeds batch.max = {self.batch.max}: need min <= max"
+            )
+        if not self.batch.min <= self.batch.initial <= self.batch.max:
+            raise ConfigError(
+                f"batch.initial = {self.batch.initial} is out of range: must be in "
+                f"[batch.min, batch.max] = [{self.batch.min}, {self.batch.max}]"
+            )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def hash(self) -> str:
+        """Short, stable hash of the full config: identifies a run's settings in manifests."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=list).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------------------------
+# Building dataclasses from plain mappings, with validation
+# --------------------------------------------------------------------------------------------
+
+
+def _describe(meta: Mapping) -> str:
+    if "choices" in meta:
+        return "one of " + ", ".join(repr(c) for c in meta["choices"])
+    lo, hi = meta.get("range", (None, None))
+    return f"in [{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+
+
+def _check_range(name: str, value: Any, meta: Mapping) -> None:
+    if "choices" in meta and value not in meta["choices"]:
+        raise ConfigError(f"{name} = {value!r} is not allowed: must be {_describe(meta)}")
+    if "range" in meta:
+        lo, hi = meta["range"]
+        values = value if isinstance(value, tuple) else (value,)
+        for v in values:
+            if isinstance(v, float) and math.isnan(v):
+                raise ConfigError(f"{name} is NaN: must be {_describe(meta)}")
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                raise ConfigError(f"{name} = {value!r} is out of range: must be {_describe(meta)}")
+
+
+def _coerce(name: str, value: Any, typ: Any) -> Any:
+    origin = typing.get_origin(typ)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(name, value, args[0])
+    if origin is tuple:
+        (elem, *_rest) = typing.get_args(typ)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} must be a list, got {value!r}")
+        return tuple(_coerce(f"{name}[{i}]", v, elem) for i, v in enumerate(value))
+    if typ is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be true or false, got {value!r}")
+        return value
+    if typ is int:
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        ):
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+        return int(value)
+    if typ is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} must be a number, got {value!r}")
+        return float(value)
+    if typ is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(typ):
+        return build(typ, value, prefix=name)
+    raise TypeError(f"unsupported config type {typ!r} for {name}")
+
+
+def build(cls: type, data: Mapping[str, Any] | None, prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``: unknown keys, bad types and ranges raise ConfigError."""
+    data = {} if data is None else data
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(
+            f"unknown key(s) {', '.join(where + k for k in unknown)}; "
+            f"allowed in {prefix or 'the top level'}: {', '.join(sorted(fields))}"
+        )
+    kwargs = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else key
+        coerced = _coerce(name, value, hints[key])
+        _check_range(name, coerced, fields[key].metadata)
+        kwargs[key] = coerced
+    return cls(**kwargs)
+
+
+def deep_merge(base: Mapping, override: Mapping) -> dict:
+    """``base`` updated by ``override``, recursively for nested mappings (inputs untouched)."""
+    out = copy.deepcopy(dict(base))
+    for k, v in override.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def parse_override(text: str) -> dict:
+    """``"train.seed=3"`` -> ``{"train": {"seed": 3}}``; the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value")
+    key, raw = text.split("=", 1)
+    value = yaml.safe_load(raw)
+    out: dict = {}
+    cur = out
+    parts = key.strip().split(".")
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+    return out
+
+
+def read_params(path: str | Path | None = None) -> dict:
+    """The raw ``params.yaml`` mapping (for DVC-style access and profile listing)."""
+    p = paths.PARAMS if path is None else paths.resolve(path)
+    with open(p) as fh:
+        raw = yaml.safe_load(fh) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p} must hold a mapping at the top level")
+    return raw
+
+
+def load(
+    path: str | Path | None = None,
+    profile: str | None = None,
+    overrides: Mapping[str, Any] | list[str] | None = None,
+) -> Config:
+    """Load ``params.yaml``, apply ``profile`` (default: its ``profile`` key) and ``overrides``.
+
+    ``overrides`` is a nested mapping or a list of ``section.key=value`` strings.
+    """
+    raw = read_params(path)
+    profiles = raw.pop("profiles", {}) or {}
+    chosen = profile or raw.pop("profile", "default")
+    raw.pop("profile", None)
+    if chosen not in profiles:
+        raise ConfigError(
+            f"profile = {chosen!r} is not defined: must be one of {', '.join(sorted(profiles))}"
+        )
+    merged = deep_merge(raw, profiles[chosen] or {})
+    if isinstance(overrides, list):
+        for text in overrides:
+            merged = deep_merge(merged, parse_override(text))
+    elif overrides:
+        merged = deep_merge(merged, overrides)
+    merged["profile"] = chosen
+    return build(Config, merged)

@@ -1,0 +1,111 @@
+"""Turning the uint8 arrays into training batches: the global sampler, normalisation, augmentation.
+
+The :class:`GlobalSampler` is how every backend partitions data among workers with unequal batch
+sizes. Each epoch draws one permutation of the training set from ``(seed, epoch)``; iteration t takes
+the next B = sum_i b_i indices from it and hands worker i the contiguous slice
+``[offset_i, offset_i + b_i)`` with ``offset_i = sum_{j<i} b_j``. Every rank computes the same
+permutation locally (no communication), and no sample is used twice in an epoch across workers, for
+any sequence of batch-size vectors. An iteration that crosses the epoch boundary takes the rest of
+the old permutation and continues in the next one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from dynamix.seeding import derive_seed
+
+# Per-channel mean and std of the CIFAR-10 training set (0-1 pixel scale).
+MEAN = torch.tensor([0.4914, 0.4822, 0.4465]).view(1, 3, 1, 1)
+STD = torch.tensor([0.2470, 0.2435, 0.2616]).view(1, 3, 1, 1)
+
+
+def normalise(x_uint8: torch.Tensor) -> torch.Tensor:
+    """uint8 [N,3,32,32] -> float32, standardised per channel."""
+    return (x_uint8.float().div_(255.0) - MEAN) / STD
+
+
+def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random crop with 4-pixel zero padding and random horizontal flip (He et al. 2016), batched."""
+    n = x.shape[0]
+    padded = torch.nn.functional.pad(x, (4, 4, 4, 4))
+    dx = torch.randint(0, 9, (n,), generator=gen)
+    dy = torch.randint(0, 9, (n,), generator=gen)
+    flip = torch.rand(n, generator=gen) < 0.5
+    rows = (dy.view(n, 1) + torch.arange(32).view(1, 32))  # [n, 32]
+    cols = (dx.view(n, 1) + torch.arange(32).view(1, 32))
+    cols = torch.where(flip.view(n, 1), cols.flip(1), cols)
+    idx_n = torch.arange(n).view(n, 1, 1, 1)
+    idx_c = torch.arange(x.shape[1]).view(1, -1, 1, 1)
+    return padded[idx_n, idx_c, rows.view(n, 1, 32, 1), cols.view(n, 1, 1, 32)]
+
+
+@dataclass
+class GlobalSampler:
+    """Deterministic per-epoch permutation, consumed B = sum(b_i) indices per iteration."""
+
+    n: int
+    seed: int
+    epoch: int = 0
+    cursor: int = 0
+    samples_seen: int = 0
+    _perm: torch.Tensor | None = field(default=None, repr=False)
+
+    def _permutation(self) -> torch.Tensor:
+        if self._perm is None:
+            g = torch.Generator().manual_seed(derive_seed(self.seed, "sampler", self.epoch))
+            self._perm = torch.randperm(self.n, generator=g)
+        return self._perm
+
+    def _take(self, count: int) -> torch.Tensor:
+        parts = []
+        while count > 0:
+            perm = self._permutation()
+            k = min(count, self.n - self.cursor)
+            parts.append(perm[self.cursor : self.cursor + k])
+            self.cursor += k
+            count -= k
+            if self.cursor == self.n:
+                self.epoch, self.cursor, self._perm = self.epoch + 1, 0, None
+        return torch.cat(parts) if parts else torch.empty(0, dtype=torch.int64)
+
+    def next(self, batch_sizes: list[int] | tuple[int, ...]) -> list[torch.Tensor]:
+        """Index tensors for each worker's batch this iteration, in rank order."""
+        total = int(sum(batch_sizes))
+        idx = self._take(total)
+        self.samples_seen += total
+        return list(torch.split(idx, list(batch_sizes)))
+
+    @property
+    def epochs_done(self) -> float:
+        return self.samples_seen / self.n
+
+    def state_dict(self) -> dict:
+        return {"n": self.n, "seed": self.seed, "epoch": self.epoch, "cursor": self.cursor,
+                "samples_seen": self.samples_seen}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.n, self.seed, self.epoch = state["n"], state["seed"], state["epoch"]
+        self.cursor, self.samples_seen, self._perm = state["cursor"], state["samples_seen"], None
+
+
+class BatchMaker:
+    """Index tensor -> normalised (and, for training, augmented) float batch, reproducibly."""
+
+    def __init__(self, x_uint8: torch.Tensor, y: torch.Tensor, augment_train: bool, seed: int) -> None:
+        self.x, self.y, self.augment_train = x_uint8, y, augment_train
+        self.gen = torch.Generator().manual_seed(derive_seed(seed, "augment"))
+
+    def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = normalise(self.x[idx])
+        if self.augment_train:
+            x = augment(x, self.gen)
+        return x, self.y[idx]
+
+    def state_dict(self) -> dict:
+        return {"gen": self.gen.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.gen.set_state(state["gen"])

@@ -1,0 +1,62 @@
+"""Registry of CIFAR-form models: 3x32x32 input, 10 logits.
+
+Paper-size models (VGG11/13/16/19 with batch norm, ResNet18/34/50 in the CIFAR stem variant of
+K. Liu's widely used pytorch-cifar) are the ``paper`` profile's workloads for GPU clusters; the
+CPU-sized ones (tiny-cnn, mlp, resnet8, resnet20 of He et al. 2016, Sec. 4.2) stand in for them on
+laptops and CI. ``width`` multiplies every channel count of the VGG and ResNet families.
+
+    >>> from dynamix.models import build_model
+    >>> build_model("resnet20").num_parameters()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from dynamix.models.resnet import cifar_resnet, resnet_bottleneck, resnet_basic
+from dynamix.models.small import MLP, TinyCNN
+from dynamix.models.vgg import VGG
+
+NUM_CLASSES = 10
+
+REGISTRY: dict[str, Callable[[float], nn.Module]] = {
+    "tiny-cnn": lambda w: TinyCNN(width=w),
+    "mlp": lambda w: MLP(width=w),
+    "resnet8": lambda w: cifar_resnet(depth=8, width=w),
+    "resnet20": lambda w: cifar_resnet(depth=20, width=w),
+    "vgg11": lambda w: VGG("vgg11", width=w),
+    "vgg13": lambda w: VGG("vgg13", width=w),
+    "vgg16": lambda w: VGG("vgg16", width=w),
+    "vgg19": lambda w: VGG("vgg19", width=w),
+    "resnet18": lambda w: resnet_basic((2, 2, 2, 2), width=w),
+    "resnet34": lambda w: resnet_basic((3, 4, 6, 3), width=w),
+    "resnet50": lambda w: resnet_bottleneck((3, 4, 6, 3), width=w),
+}
+
+
+def build_model(name: str, width: float = 1.0) -> nn.Module:
+    """A freshly initialised model; the caller seeds torch first for reproducible weights."""
+    if name not in REGISTRY:
+        raise ValueError(f"model.name = {name!r} is unknown: must be one of {', '.join(REGISTRY)}")
+    if not width > 0:
+        raise ValueError(f"model.width = {width} is out of range: must be > 0")
+    return REGISTRY[name](width)
+
+
+def num_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def gradient_bytes(model: nn.Module) -> int:
+    """S in the communication cost model: bytes of one full gradient (fp32)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def check_output(model: nn.Module) -> torch.Size:
+    """Shape of the logits for a 2-image batch (used by tests and ``dynamix models``)."""
+    model.eval()
+    with torch.no_grad():
+        return model(torch.zeros(2, 3, 32, 32)).shape

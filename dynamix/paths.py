@@ -1,0 +1,31 @@
+"""Every path the project uses, anchored at the repository root.
+
+Notebooks run from two working directories (``notebooks/`` interactively, the repo root under
+papermill and DVC), so nothing may depend on the current directory: resolve through here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+"""Repository root (the folder holding ``params.yaml``)."""
+
+PARAMS = ROOT / "params.yaml"
+DATA = ROOT / "data"
+EMBEDDED_CIFAR10 = DATA / "cifar10-mini.tar.gz"
+RESULTS = ROOT / "results"
+CACHE = Path(os.environ.get("DYNAMIX_CACHE", str(DATA / "cache")))
+FIGURES = RESULTS / "figures"
+POLICIES = RESULTS / "policies"
+CALIBRATION = RESULTS / "calibration"
+CLUSTERS = ROOT / "clusters"
+PROTOS = ROOT / "protos"
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """Resolve ``path`` against the repository root unless it is absolute (``~`` expanded)."""
+    p = Path(os.path.expanduser(str(path)))
+    return p if p.is_absolute() else ROOT / p

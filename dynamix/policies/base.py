@@ -1,0 +1,102 @@
+"""The one interface every batch-size policy implements, and the spec-string registry.
+
+A policy sees, at the end of each window, every worker's :class:`~dynamix.metrics.schema.WorkerWindow`
+and the :class:`~dynamix.metrics.schema.GlobalWindow`, and returns each worker's batch size for the
+next window (and optionally a learning-rate scale, e.g. AdaScale's gain). The engine, the simulator
+and the gRPC arbitrator all drive policies through this interface only.
+
+Policies are named by spec strings, usable from the CLI, ``params.yaml`` and the arbitrator:
+``static:64``, ``lbbsp``, ``gns``, ``ramp``, ``dynamix:results/policies/NAME.zip``. The part after the
+first ``:`` is the policy's argument. Implementations register themselves with :func:`register`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from dynamix.metrics.schema import GlobalWindow, WorkerWindow
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Allowed per-worker batch sizes: integers in [min, max] (paper: [32, 1024])."""
+
+    min: int = 32
+    max: int = 1024
+
+    def clamp(self, b: float) -> int:
+        return int(min(self.max, max(self.min, round(b))))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer for the next window."""
+
+    batch_sizes: tuple[int, ...]  # one per worker, in rank order, each within the bounds
+    lr_scale: float = 1.0  # multiplies the base learning rate (1.0: unchanged)
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy is told once, before the first window."""
+
+    n_workers: int
+    initial_batch_sizes: tuple[int, ...]
+    bounds: Bounds = Bounds()
+    actions: tuple[int, ...] = (-100, -25, 0, 25, 100)  # batch-size steps for action-based policies
+    window: int = 10  # k, iterations per window
+    optimizer: str = "sgd"  # "sgd" or "adam": AdaScale uses r for SGD, r**0.5 for Adam
+    dataset_size: int = 50000  # training samples: lets policies reason in epochs
+    seed: int = 0
+
+
+class BatchSizePolicy(ABC):
+    """Decides per-worker batch sizes window by window. Stateful; call :meth:`reset` per run."""
+
+    name: str = "policy"
+
+    def reset(self, ctx: PolicyContext) -> None:
+        """Start a new run. Subclasses that keep state extend this (and call super)."""
+        self.ctx = ctx
+
+    @abstractmethod
+    def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
+        """Batch sizes for the next window from the window that just ended."""
+
+    def initial(self, ctx: PolicyContext) -> Decision:
+        """Batch sizes for the first window (before any measurement); default: the context's."""
+        return Decision(tuple(ctx.bounds.clamp(b) for b in ctx.initial_batch_sizes))
+
+
+Factory = Callable[[str], BatchSizePolicy]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register(kind: str) -> Callable[[Factory], Factory]:
+    """Class or function decorator: ``kind`` is the spec prefix, the factory takes the argument."""
+
+    def deco(factory: Factory) -> Factory:
+        _REGISTRY[kind] = factory
+        return factory
+
+    return deco
+
+
+def make_policy(spec: str) -> BatchSizePolicy:
+    """Build a policy from its spec string, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``."""
+    import dynamix.policies  # noqa: F401  (registers the built-in policies)
+
+    kind, _, arg = spec.partition(":")
+    if kind not in _REGISTRY:
+        raise ValueError(
+            f"policy spec {spec!r}: unknown policy {kind!r}; known: {', '.join(sorted(_REGISTRY))}"
+        )
+    return _REGISTRY[kind](arg)
+
+
+def known_policies() -> list[str]:
+    import dynamix.policies  # noqa: F401
+
+    return sorted(_REGISTRY)

@@ -1,0 +1,43 @@
+"""Optimisers and the learning-rate rule.
+
+The learning rate at iteration t for global batch B is
+
+    lr(t, B) = lr0 * warmup(t) * schedule(t) * scaling(B) * lr_scale
+
+- warmup(t) = min(1, (t+1)/warmup_iters) (linear warm-up, Goyal et al. 2017; 1 when warmup_iters=0);
+- schedule: constant 1; cosine 0.5 (1 + cos(pi t / T)) over the run's T iterations; step 0.1^(t // s);
+- scaling(B): 1 (none), B / base_batch (linear rule, Goyal et al. 2017) or sqrt(B / base_batch);
+- lr_scale: a policy's per-window factor (e.g. AdaScale's gain r, Johnson et al. 2020).
+
+Because batch sizes change at run time, the rule is evaluated every iteration rather than baked
+into a torch scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from dynamix.config import OptimConfig
+
+
+def build_optimizer(params, cfg: OptimConfig) -> torch.optim.Optimizer:
+    if cfg.name == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def learning_rate(cfg: OptimConfig, iteration: int, total_iters: int, global_batch: int,
+                  lr_scale: float = 1.0) -> float:
+    """lr(t, B) as in the module docstring."""
+    warm = min(1.0, (iteration + 1) / cfg.warmup_iters) if cfg.warmup_iters else 1.0
+    if cfg.schedule == "cosine":
+        sched = 0.5 * (1.0 + math.cos(math.pi * min(iteration, total_iters) / max(total_iters, 1)))
+    elif cfg.schedule == "step":
+        sched = 0.1 ** (iteration // cfg.step_every_iters)
+    else:
+        sched = 1.0
+    ratio = global_batch / cfg.base_batch
+    scale = {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[cfg.lr_scaling]
+    return cfg.lr * warm * sched * scale * lr_scale
