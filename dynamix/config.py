@@ -152,6 +152,70 @@ class RewardConfig:
 
 
 @dataclass(frozen=True)
+class BaselinesExperiment:
+    """Static batch-size sweep on one cluster: accuracy vs time, throughput vs batch size."""
+
+    cluster: str = setting("clusters/homogeneous-4.yaml")
+    batch_sizes: tuple[int, ...] = setting((32, 64, 128, 256, 512), rng(1, 65536))  # per worker
+
+
+@dataclass(frozen=True)
+class PolicyTrainingExperiment:
+    """Train the DYNAMIX policy; the artifact is ``<policies>/<name>.zip`` (+ ``.json``)."""
+
+    name: str = setting("dynamix")
+
+
+@dataclass(frozen=True)
+class InferenceExperiment:
+    """DYNAMIX against every baseline on held-out clusters, per optimiser; plus one engine run."""
+
+    clusters: tuple[str, ...] = setting(("clusters/mixed-4.yaml",))
+    # Policy specs; ``dynamix`` stands for the policy trained by the policy_training stage.
+    policies: tuple[str, ...] = setting(
+        ("dynamix", "static:32", "static:64", "static:128", "static:256", "static:512", "lbbsp", "gns", "ramp")
+    )
+    optimizers: tuple[str, ...] = setting(("sgd", "adam"))  # workloads: optim.name per run
+    adam_lr: float = setting(0.001, rng(1e-6, 1.0))  # optim.lr for the Adam workload
+    engine_cluster: str = setting("clusters/mixed-4.yaml")  # 4 emulated heterogeneous workers
+    engine_iters: int = setting(60, rng(0, None))  # 0: skip the end-to-end engine run
+    engine_policy: str = setting("dynamix")
+
+
+@dataclass(frozen=True)
+class ScalabilityExperiment:
+    """The same worker mix repeated to each cluster size (paper: up to 32 nodes)."""
+
+    cluster: str = setting("clusters/mixed-4.yaml")  # its workers are cycled to reach each size
+    workers: tuple[int, ...] = setting((4, 8, 16, 32), rng(1, 4096))
+    policies: tuple[str, ...] = setting(("dynamix", "static:64", "static:256", "lbbsp", "gns"))
+
+
+@dataclass(frozen=True)
+class TransferExperiment:
+    """Policy transfer between workloads ``SRC_MODEL/SRC_OPT->DST_MODEL/DST_OPT`` (paper Sec. V)."""
+
+    pairs: tuple[str, ...] = setting(("resnet8/sgd->resnet20/sgd", "tiny-cnn/sgd->tiny-cnn/adam"))
+    cluster: str = setting("clusters/mixed-4.yaml")
+    static_batch: int = setting(64, rng(1, 65536))  # the static baseline in the comparison
+
+
+@dataclass(frozen=True)
+class ExperimentsConfig:
+    """The experiments behind the figures (``dynamix.experiments``), one subsection each."""
+
+    seeds: int = setting(3, rng(1, 1000))  # runs per (policy, cluster, workload): seeds 0..seeds-1
+    aggregate: str = setting("iqm", one_of("iqm", "mean"))  # point estimate over seeds
+    n_boot: int = setting(2000, rng(100, 1000000))  # bootstrap resamples for the intervals
+    ci: float = setting(0.95, rng(0.5, 0.999))  # interval coverage
+    baselines: BaselinesExperiment = field(default_factory=BaselinesExperiment)
+    policy_training: PolicyTrainingExperiment = field(default_factory=PolicyTrainingExperiment)
+    inference: InferenceExperiment = field(default_factory=InferenceExperiment)
+    scalability: ScalabilityExperiment = field(default_factory=ScalabilityExperiment)
+    transfer: TransferExperiment = field(default_factory=TransferExperiment)
+
+
+@dataclass(frozen=True)
 class Config:
     """Every section of ``params.yaml``. ``profile`` records which profile produced it."""
 
@@ -164,6 +228,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
 
     def __post_init__(self) -> None:
         if self.batch.min > self.batch.max:
