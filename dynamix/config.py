@@ -216,6 +216,21 @@ class ExperimentsConfig:
 
 
 @dataclass(frozen=True)
+class ArbitratorConfig:
+    """The gRPC arbitrator (:mod:`dynamix.rpc`): server barrier and the workers' fail-open client."""
+
+    host: str = setting("127.0.0.1")  # bind address; anything but loopback requires a token or TLS
+    port: int = setting(50051, rng(0, 65535))  # 0: pick a free port
+    barrier_timeout_s: float = setting(1.0, rng(0.001, 600.0))  # wait for the slowest report per window
+    idle_run_timeout_s: float = setting(60.0, rng(0.0, None))  # a run silent this long yields to a new one
+    max_threads: int = setting(64, rng(1, 4096))  # server handler threads; each waiting report holds one
+    deadline_s: float = setting(2.0, rng(0.001, 600.0))  # client: no call (with retries) takes longer
+    retries: int = setting(2, rng(0, 10))  # client: extra attempts on UNAVAILABLE within the deadline
+    backoff_ms: float = setting(50.0, rng(0.0, 10000.0))  # client: first retry delay, doubled per retry
+    reconnect_max_skip: int = setting(8, rng(0, 1000))  # client: after failures skip 1, 2, 4.. windows, capped
+
+
+@dataclass(frozen=True)
 class Config:
     """Every section of ``params.yaml``. ``profile`` records which profile produced it."""
 
@@ -229,6 +244,7 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
+    arbitrator: ArbitratorConfig = field(default_factory=ArbitratorConfig)
 
     def __post_init__(self) -> None:
         if self.batch.min > self.batch.max:
@@ -273,6 +289,12 @@ def _check_range(name: str, value: Any, meta: Mapping) -> None:
                 raise ConfigError(f"{name} is NaN: must be {_describe(meta)}")
             if (lo is not None and v < lo) or (hi is not None and v > hi):
                 raise ConfigError(f"{name} = {value!r} is out of range: must be {_describe(meta)}")
+
+
+def check_value(name: str, value: Any, meta: Mapping) -> None:
+    """Validate one value against ``rng``/``one_of`` metadata outside a dataclass build (e.g. a
+    network message): raises :class:`ConfigError` naming ``name`` and the allowed range."""
+    _check_range(name, value, meta)
 
 
 def _coerce(name: str, value: Any, typ: Any) -> Any:
