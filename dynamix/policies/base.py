@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 
@@ -68,6 +68,32 @@ class BatchSizePolicy(ABC):
     def initial(self, ctx: PolicyContext) -> Decision:
         """Batch sizes for the first window (before any measurement); default: the context's."""
         return Decision(tuple(ctx.bounds.clamp(b) for b in ctx.initial_batch_sizes))
+
+    def state_dict(self) -> dict:
+        """Plain-data state for checkpoints (restored after :meth:`reset`); stateless policies: {}."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output; call after :meth:`reset` with the same context."""
+
+
+def parse_spec_args(kind: str, arg: str, options: type) -> Any:
+    """``"refit=20,gain=0.05"`` -> an ``options`` dataclass, validated by :func:`dynamix.config.build`.
+
+    Values are parsed as YAML scalars; unknown keys and out-of-range values raise
+    :class:`~dynamix.config.ConfigError` naming ``kind.key`` and the allowed range.
+    """
+    import yaml
+
+    from dynamix.config import ConfigError, build
+
+    values: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in arg.split(","))):
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"policy spec {kind}:{arg!r}: {item!r} must look like key=value")
+        values[key.strip()] = yaml.safe_load(raw)
+    return build(options, values, prefix=f"policy spec {kind}")
 
 
 Factory = Callable[[str], BatchSizePolicy]

@@ -1,0 +1,101 @@
+"""LB-BSP: keep the global batch, give each worker a share proportional to its speed.
+
+Chen et al., "Semi-dynamic load balancing: efficient distributed learning in non-dedicated
+environments" (SoCC'20), and OmniLearn's proportional allocation. Every window the policy refits each
+worker's time model t_i(b) = a_i + c_i b (:mod:`dynamix.policies.timing`; the EWMA of b_i/t_i while
+the intercept is unidentifiable) and splits the global batch B so that all workers are predicted to
+finish together (:func:`dynamix.policies.allocation.allocate`):
+
+    T* = (B + sum_i a_i/c_i) / sum_i (1/c_i),   b_i = (T* - a_i)/c_i,  clamped, integers summing to B.
+
+Dead band: the new split is adopted only if the predicted iteration time of the current split
+exceeds the new one's by more than ``deadband`` (relative). Measurement noise then cannot make the
+sizes oscillate, and each change pays for the re-sharding it causes.
+
+Spec: ``lbbsp`` or ``lbbsp:deadband=0.05,history=8,decay=0.7,batch=0`` (``batch`` > 0 fixes B,
+otherwise B is the run's initial global batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Sequence
+
+from dynamix.config import rng, setting
+from dynamix.metrics.schema import GlobalWindow, WorkerWindow
+from dynamix.policies.allocation import allocate
+from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext, parse_spec_args, register
+from dynamix.policies.timing import ClusterTimeModel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LbbspOptions:
+    deadband: float = setting(0.05, rng(0.0, 10.0))  # relative predicted gain needed to re-split
+    history: int = setting(8, rng(1, 10000))  # windows kept per worker for the time fit
+    decay: float = setting(0.7, rng(0.0, 1.0))  # weight of a window one step older in the fit
+    batch: int = setting(0, rng(0, None))  # global batch B; 0: sum of the initial batch sizes
+
+
+class SpeedSplitter:
+    """Splits a global batch in proportion to fitted speeds, with a dead band; used by LB-BSP and GNS."""
+
+    def __init__(self, n_workers: int, bounds: Bounds, history: int, decay: float, deadband: float) -> None:
+        self.model = ClusterTimeModel(n_workers, history, decay)
+        self.bounds = bounds
+        self.deadband = deadband
+
+    def observe(self, workers: Sequence[WorkerWindow]) -> None:
+        self.model.observe(workers)
+
+    def split(self, global_batch: int, current: tuple[int, ...]) -> tuple[int, ...]:
+        """The speed-proportional split of ``global_batch``, or ``current`` inside the dead band."""
+        n, lo, hi = len(current), self.bounds.min, self.bounds.max
+        global_batch = min(max(global_batch, n * lo), n * hi)
+        a, c = self.model.params()
+        proposal = allocate(global_batch, a, c, lo, hi)
+        if sum(current) != global_batch:
+            return proposal
+        t_cur, t_new = self.model.iter_ms(current), self.model.iter_ms(proposal)
+        if t_cur > (1.0 + self.deadband) * t_new:
+            log.debug("re-split %s -> %s: predicted %.2f -> %.2f ms", current, proposal, t_cur, t_new)
+            return proposal
+        return current
+
+
+class LbbspPolicy(BatchSizePolicy):
+    name = "lbbsp"
+
+    def __init__(self, options: LbbspOptions = LbbspOptions()) -> None:
+        self.options = options
+
+    def reset(self, ctx: PolicyContext) -> None:
+        super().reset(ctx)
+        o = self.options
+        self.global_batch = o.batch or sum(ctx.initial_batch_sizes)
+        self.splitter = SpeedSplitter(ctx.n_workers, ctx.bounds, o.history, o.decay, o.deadband)
+
+    def initial(self, ctx: PolicyContext) -> Decision:
+        """Equal split of B before any measurement (nothing is known about speeds yet)."""
+        lo, hi = ctx.bounds.min, ctx.bounds.max
+        n = ctx.n_workers
+        total = min(max(self.options.batch or sum(ctx.initial_batch_sizes), n * lo), n * hi)
+        return Decision(allocate(total, [0.0] * n, [1.0] * n, lo, hi))
+
+    def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
+        self.splitter.observe(workers)
+        current = tuple(int(w.batch_size) for w in workers)
+        return Decision(self.splitter.split(self.global_batch, current))
+
+    def state_dict(self) -> dict:
+        return {"time_model": self.splitter.model.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.splitter.model.load_state_dict(state["time_model"])
+
+
+@register("lbbsp")
+def _make(arg: str) -> LbbspPolicy:
+    return LbbspPolicy(parse_spec_args("lbbsp", arg, LbbspOptions))
