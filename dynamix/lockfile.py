@@ -25,7 +25,7 @@ def read_pins(path: Path) -> dict[str, str]:
     """{canonical name: version} for every ``name==version`` line."""
     pins = {}
     for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
+        line = line.split("#", 1)[0].strip().removeprefix("- ")  # YAML list items too
         if "==" in line:
             name, version = line.split("==", 1)
             pins[canonical(name.strip())] = version.strip()

@@ -146,7 +146,8 @@ def _iter_members(path: Path) -> Iterator[tuple[str, bytes]]:
                     if f is not None:
                         yield m.name, f.read()
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise DataSourceError(f"CIFAR-10 source {path}: not a readable directory or tar archive ({exc}); {_OPTIONS}")
+        reason = " ".join(str(exc).split())  # tarfile lists every method tried, one per line
+        raise DataSourceError(f"CIFAR-10 source {path}: not a readable directory or tar archive ({reason}); {_OPTIONS}")
 
 
 def _split_class(name: str) -> tuple[str, str] | None:

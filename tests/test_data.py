@@ -1,0 +1,140 @@
+"""CIFAR-10 sources, the tensor cache, the global sampler and augmentation."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from dynamix import paths
+from dynamix.config import DataConfig
+from dynamix.data import CLASSES, DataSourceError, GlobalSampler, augment, load_cifar10
+from dynamix.data.sources import ENV_VAR
+
+SHARED = paths.ROOT.parent / "shared" / "datasets" / "cifar10-jpeg.tar.gz"
+
+
+def make_imagefolder(root: Path, per_class: dict[str, int]) -> None:
+    """A tiny ImageFolder tree of random 32x32 JPEGs: {split: images per class}."""
+    rng = np.random.default_rng(0)
+    for split, n in per_class.items():
+        for cls in CLASSES:
+            d = root / split / cls
+            d.mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(d / f"{i:04d}.jpg")
+
+
+@pytest.fixture
+def no_env(monkeypatch, tmp_path):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setattr(paths, "CACHE", tmp_path / "cache")
+
+
+def test_embedded_subset_is_class_balanced(no_env):
+    data = load_cifar10(DataConfig())
+    assert data.counts("train") == [1000] * 10
+    assert data.counts("test") == [200] * 10
+    assert data.train_x.shape == (10000, 3, 32, 32) and data.train_x.dtype == torch.uint8
+    assert paths.EMBEDDED_CIFAR10.stat().st_size <= 5 * 2**20
+
+
+def test_directory_and_tarball_sources_agree_and_cache(no_env, tmp_path):
+    root = tmp_path / "set"
+    make_imagefolder(root, {"train": 3, "test": 2})
+    tgz = tmp_path / "set.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(root, arcname="cifar10-jpeg")
+    a = load_cifar10(DataConfig(source="path", path=str(root)))
+    b = load_cifar10(DataConfig(source="path", path=str(tgz)))
+    assert a.counts("train") == [3] * 10 and a.counts("test") == [2] * 10
+    assert torch.equal(a.train_x, b.train_x) and torch.equal(a.test_y, b.test_y)
+    assert len(list((tmp_path / "cache").glob("*.pt"))) == 2
+    c = load_cifar10(DataConfig(source="path", path=str(tgz)))  # from the cache
+    assert torch.equal(b.train_x, c.train_x)
+
+
+def test_environment_variable_overrides_the_configured_source(no_env, monkeypatch, tmp_path):
+    make_imagefolder(tmp_path / "env", {"train": 1, "test": 1})
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "env"))
+    assert len(load_cifar10(DataConfig(source="embedded")).train_y) == 10
+
+
+@pytest.mark.parametrize("what", ["missing", "not-an-archive", "empty-folder"])
+def test_bad_sources_give_one_clear_error(no_env, tmp_path, what):
+    target = tmp_path / "src"
+    if what == "not-an-archive":
+        target = tmp_path / "src.tar.gz"
+        target.write_bytes(b"not a tar file")
+    elif what == "empty-folder":
+        target.mkdir()
+    with pytest.raises(DataSourceError, match=r"CIFAR-10 source .*(does not exist|not a readable|found no images).*data\.source"):
+        load_cifar10(DataConfig(source="path", path=str(target)))
+
+
+def test_path_source_without_a_path_says_how_to_give_one(no_env):
+    with pytest.raises(DataSourceError, match=r"data\.path is empty and \$DYNAMIX_CIFAR10 is unset"):
+        load_cifar10(DataConfig(source="path"))
+
+
+def test_torchvision_failure_is_wrapped(no_env, monkeypatch, tmp_path):
+    import torchvision
+
+    def offline(*a, **k):
+        raise OSError("no network")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", offline)
+    with pytest.raises(DataSourceError, match="source 'torchvision' failed to download.*no network"):
+        load_cifar10(DataConfig(source="torchvision", download_root=str(tmp_path)))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sampler_never_repeats_a_sample_within_an_epoch(seed):
+    n = 1000
+    s = GlobalSampler(n, seed)
+    rng = np.random.default_rng(seed)
+    seen: list[int] = []
+    while s.epoch == 0:
+        sizes = rng.integers(1, 60, size=rng.integers(1, 5)).tolist()
+        parts = s.next(sizes)
+        assert [len(p) for p in parts] == sizes
+        seen += torch.cat(parts).tolist()
+    first_epoch = seen[:n]
+    assert sorted(first_epoch) == list(range(n))
+
+
+def test_sampler_is_reproducible_and_resumable():
+    a, b = GlobalSampler(100, 3), GlobalSampler(100, 3)
+    for sizes in ([10, 20], [5], [40, 40]):
+        assert all(torch.equal(x, y) for x, y in zip(a.next(sizes), b.next(sizes)))
+    c = GlobalSampler(100, 0)
+    c.load_state_dict(a.state_dict())
+    assert torch.equal(c.next([30])[0], a.next([30])[0])
+    assert not torch.equal(GlobalSampler(100, 4).next([50])[0], GlobalSampler(100, 3).next([50])[0])
+
+
+def test_augment_is_a_crop_or_flip_of_the_padded_image():
+    x = torch.rand(16, 3, 32, 32)
+    g = torch.Generator().manual_seed(0)
+    y = augment(x, g)
+    assert y.shape == x.shape
+    padded = torch.nn.functional.pad(x, (4, 4, 4, 4))
+    for i in range(16):
+        windows = [padded[i, :, r:r + 32, c:c + 32] for r in range(9) for c in range(9)]
+        assert any(torch.equal(y[i], w) or torch.equal(y[i], w.flip(-1)) for w in windows)
+    assert torch.equal(augment(x, torch.Generator().manual_seed(0)), y)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED.exists(), reason="full CIFAR-10 tarball not present")
+def test_full_cifar10_from_the_shared_tarball(monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(SHARED))
+    data = load_cifar10(DataConfig())
+    assert (len(data.train_y), len(data.test_y)) == (50000, 10000)
+    assert data.counts("train") == [5000] * 10 and data.counts("test") == [1000] * 10

@@ -1,0 +1,59 @@
+"""Every registered model is CIFAR-form (3x32x32 -> 10 logits) with the expected parameter count."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dynamix.models import REGISTRY, build_model, check_output, gradient_bytes, num_parameters
+
+# Parameter counts at width 1 (BN VGG with a single linear head; CIFAR-stem ResNets).
+EXPECTED_PARAMS = {
+    "tiny-cnn": 94_762,
+    "mlp": 1_841_162,
+    "resnet8": 78_042,
+    "resnet20": 272_474,
+    "vgg11": 9_228_362,
+    "vgg13": 9_413_066,
+    "vgg16": 14_724_042,
+    "vgg19": 20_035_018,
+    "resnet18": 11_173_962,
+    "resnet34": 21_282_122,
+    "resnet50": 23_520_842,
+}
+
+
+def test_registry_is_exactly_the_documented_zoo():
+    assert set(REGISTRY) == set(EXPECTED_PARAMS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMS))
+def test_output_shape_and_parameter_count(name):
+    model = build_model(name)
+    assert check_output(model) == torch.Size([2, 10])
+    assert num_parameters(model) == EXPECTED_PARAMS[name]
+    assert gradient_bytes(model) == 4 * EXPECTED_PARAMS[name]
+
+
+@pytest.mark.parametrize("name", ["vgg11", "resnet18", "resnet20", "tiny-cnn"])
+def test_width_multiplier_scales_parameters(name):
+    half, full = num_parameters(build_model(name, 0.5)), num_parameters(build_model(name, 1.0))
+    assert 0.2 * full < half < 0.35 * full  # conv weights scale ~ width^2
+    assert check_output(build_model(name, 0.5)) == torch.Size([2, 10])
+
+
+def test_unknown_model_names_the_choices():
+    with pytest.raises(ValueError, match="model.name = 'alexnet' is unknown: must be one of tiny-cnn"):
+        build_model("alexnet")
+
+
+def test_same_seed_same_initial_weights():
+    torch.manual_seed(3)
+    a = build_model("resnet8")
+    torch.manual_seed(3)
+    b = build_model("resnet8")
+    torch.manual_seed(4)
+    c = build_model("resnet8")
+    pa, pb, pc = (torch.cat([p.flatten() for p in m.parameters()]) for m in (a, b, c))
+    assert torch.equal(pa, pb)
+    assert not torch.equal(pa, pc)
