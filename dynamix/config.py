@@ -208,6 +208,7 @@ class ExperimentsConfig:
     aggregate: str = setting("iqm", one_of("iqm", "mean"))  # point estimate over seeds
     n_boot: int = setting(2000, rng(100, 1000000))  # bootstrap resamples for the intervals
     ci: float = setting(0.95, rng(0.5, 0.999))  # interval coverage
+    jobs: int = setting(2, rng(1, 256))  # simulations run in parallel, one torch thread each (1: in-process)
     baselines: BaselinesExperiment = field(default_factory=BaselinesExperiment)
     policy_training: PolicyTrainingExperiment = field(default_factory=PolicyTrainingExperiment)
     inference: InferenceExperiment = field(default_factory=InferenceExperiment)
@@ -231,6 +232,39 @@ class ArbitratorConfig:
 
 
 @dataclass(frozen=True)
+class RLConfig:
+    """Training the DYNAMIX agent (:mod:`dynamix.rl`): PPO hyper-parameters, the training workload,
+    episodes and the domain-randomisation ranges of training clusters (:mod:`dynamix.rl.domain`)."""
+
+    algo: str = setting("ppo", one_of("ppo", "simple"))  # simple: the paper's no-clip, no-advantage variant
+    timesteps: int = setting(6144, rng(1, None))  # per-worker transitions (one window of one worker each)
+    n_steps: int = setting(64, rng(2, None))  # windows per worker per rollout: rollout = n_steps * workers
+    batch_size: int = setting(64, rng(2, None))  # PPO minibatch (transitions)
+    n_epochs: int = setting(4, rng(1, 100))  # PPO passes over each rollout (``simple``: always 1)
+    learning_rate: float = setting(3e-4, rng(1e-7, 1.0))
+    gamma: float = setting(0.95, rng(0.0, 1.0))  # discount per window
+    gae_lambda: float = setting(0.95, rng(0.0, 1.0))
+    clip_range: float = setting(0.2, rng(0.01, 10.0))
+    ent_coef: float = setting(0.01, rng(0.0, 1.0))
+    vf_coef: float = setting(0.5, rng(0.0, 10.0))
+    net_arch: tuple[int, ...] = setting((64, 64), rng(1, 4096))  # hidden layers of policy and value nets
+    checkpoint_every: int = setting(1, rng(1, None))  # rollouts between resumable checkpoints
+    # The workload PPO trains on; cheap by design (mlp x0.25: ~38k img/s on one core here).
+    # Empty/0: use model.name / model.width. Evaluating on another workload is a transfer.
+    model: str = setting("mlp")
+    width: float = setting(0.25, rng(0.0, 8.0))
+    episode_epochs: float = setting(2.0, rng(0.01, 1000.0))  # one episode = one training run of this budget
+    workers: int = setting(4, rng(1, 256))  # workers per training cluster (fixed: one VecEnv slot each)
+    speed: tuple[float, ...] = setting((0.25, 2.0), rng(1e-3, 1e4))  # worker speed range, log-uniform
+    bandwidth_gbps: tuple[float, ...] = setting((0.5, 25.0), rng(1e-4, 1e4))  # per-link, log-uniform
+    latency_ms: tuple[float, ...] = setting((0.01, 1.0), rng(0.0, 1e4))  # per-link, uniform
+    ps_probability: float = setting(0.3, rng(0.0, 1.0))  # chance a training cluster is parameter-server
+    straggler_probability: tuple[float, ...] = setting((0.0, 0.05), rng(0.0, 1.0))  # uniform range
+    jitter: tuple[float, ...] = setting((0.0, 0.1), rng(0.0, 1.0))  # uniform range
+    event_probability: float = setting(0.5, rng(0.0, 1.0))  # chance of one slowdown/bandwidth event
+
+
+@dataclass(frozen=True)
 class Config:
     """Every section of ``params.yaml``. ``profile`` records which profile produced it."""
 
@@ -245,6 +279,7 @@ class Config:
     reward: RewardConfig = field(default_factory=RewardConfig)
     experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
     arbitrator: ArbitratorConfig = field(default_factory=ArbitratorConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
 
     def __post_init__(self) -> None:
         if self.batch.min > self.batch.max:
