@@ -79,7 +79,7 @@ def noise_moments(
     n = len(b)
     if n < 2 or len(sq) != n:
         raise ValueError(f"noise_moments: need >= 2 workers with one |g_i|^2 each, got {n} and {len(sq)}")
-    total = b.sum()
+    total = float(b.sum())
     s = float((b / total * sq).sum())
     return (n * agg_sqnorm - s) / (n - 1), (s - agg_sqnorm) * total / (n - 1)
 
