@@ -6,7 +6,6 @@
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.dynamix-installed
-PROFILE ?= default
 PYTEST_ARGS ?=
 export DVC_NO_ANALYTICS := 1
 export PYTHONHASHSEED := 0
@@ -26,7 +25,7 @@ protos: $(STAMP)
 
 repro: setup
 	$(VENV)/bin/dvc config --local core.analytics false
-	$(VENV)/bin/dvc repro $(if $(filter-out default,$(PROFILE)),--force,)
+	$(VENV)/bin/dvc repro
 
 smoke: setup
 	$(VENV)/bin/dvc exp run --temp -S profile=smoke
