@@ -17,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("dynamix.train.cli", "single-process training with a static batch size"),
     "prepare-data": ("dynamix.data.cli", "decode the configured CIFAR-10 source into the tensor cache"),
     "make-mini": ("dynamix.data.cli_mini", "build the embedded class-balanced subset from a full set"),
+    "calibrate": ("dynamix.sim.cli_calibrate", "fit the compute cost t(b) = a + c b on this machine"),
+    "simulate": ("dynamix.sim.cli_simulate", "train on a virtual cluster: real learning, modelled time"),
+    "run": ("dynamix.experiments.cli", "run one experiment (a notebook's computation) and draw its figures"),
+    "arbitrator": ("dynamix.rpc.cli", "serve batch-size decisions to distributed workers over gRPC"),
 }
 
 
