@@ -1,0 +1,387 @@
+"""The arbitrator's logic in plain Python: runs, registration, the per-window barrier, policy calls.
+
+The paper's arbitrator is one centralized agent that, every k iterations, reads all workers' states
+and sets every worker's batch size (Sec. III-B). Here that agent is any
+:class:`~dynamix.policies.base.BatchSizePolicy` and this module is the part that turns independent,
+concurrent, possibly late or malformed worker reports into one ``policy.decide(workers, glob)`` call
+per window. The gRPC servicer (:mod:`dynamix.rpc.server`) only converts messages and delegates here,
+so everything below is testable without a network.
+
+Window barrier (one per window ``t``): it opens with the first report for ``t`` and closes when every
+*expected* rank (all ranks of the run except those that left or were dropped earlier and have not
+reported since) has reported ``t``, or when ``barrier_timeout_s`` has passed since it opened. Ranks
+missing at the timeout are dropped from that window (logged) and stop being waited for until they
+report again, so a dead worker costs one timeout, not one per window. A dropped rank is presented to
+the policy by its most recent earlier report (its batch size updated); if it never reported, the policy
+is not called for that window and everyone keeps their current size.
+
+Runs and restarts: the arbitrator serves one run at a time. Every process start draws a new
+``session_id``; a report carrying another session is refused with FAILED_PRECONDITION, the worker
+re-registers (saying which window comes next and its current size) and training continues. Policy
+state is not persisted across arbitrator restarts: the policy is reset for the re-registered run.
+
+RL training mode (the agent issue): pass ``on_decision``, called as ``on_decision(workers, glob,
+decision)`` after every decision in window order; the learner builds transitions from it. Exceptions
+in the hook are logged and never reach workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import numbers
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from dynamix.config import Config
+from dynamix.metrics.schema import GlobalWindow, WorkerWindow
+from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext
+from dynamix.rpc.validate import (
+    RUN_FIELDS,
+    FailedPrecondition,
+    Registration,
+    check_agreement,
+    check_global,
+    check_registration,
+    check_worker,
+)
+
+log = logging.getLogger(__name__)
+
+OnDecision = Callable[[Sequence[WorkerWindow], GlobalWindow, Decision], None]
+
+
+class PolicyFailure(Exception):
+    """The policy raised or returned an invalid decision (maps to gRPC INTERNAL); workers fail open."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the arbitrator imposes on every run (sent to workers at registration)."""
+
+    bounds: Bounds = Bounds()
+    actions: tuple[int, ...] = (-100, -25, 0, 25, 100)
+    window_iters: int = 10  # k
+    barrier_timeout_s: float = 1.0
+    idle_run_timeout_s: float = 60.0  # a run silent this long may be replaced by a new run
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> "RunSettings":
+        return cls(
+            bounds=Bounds(cfg.batch.min, cfg.batch.max),
+            actions=tuple(cfg.batch.actions),
+            window_iters=cfg.batch.window,
+            barrier_timeout_s=cfg.arbitrator.barrier_timeout_s,
+            idle_run_timeout_s=cfg.arbitrator.idle_run_timeout_s,
+        )
+
+
+@dataclass(frozen=True)
+class Welcome:
+    """The answer to a registration."""
+
+    session_id: str
+    settings: RunSettings
+    policy: str
+    batch_size: int  # this worker's size until its next decision
+    lr_scale: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to one window report."""
+
+    window: int  # the reported window
+    batch_size: int  # the reporter's size for the next window
+    lr_scale: float
+    batch_sizes: tuple[int, ...]  # the whole decision, rank order
+    dropped_ranks: tuple[int, ...]  # ranks the barrier timed out on
+    late: bool  # the reporter missed the barrier; it gets the decision made without it
+
+
+@dataclass
+class _Outcome:
+    window: int
+    decision: Decision | None  # None: the policy failed (error holds why)
+    participants: frozenset[int]
+    dropped: tuple[int, ...]
+    error: str = ""
+
+
+@dataclass
+class _Barrier:
+    window: int
+    deadline: float  # clock time at which missing ranks are dropped
+    reports: dict[int, tuple[WorkerWindow, GlobalWindow]] = field(default_factory=dict)
+    outcome: _Outcome | None = None
+
+
+@dataclass
+class _Run:
+    reg: Registration  # the first registration: fixes the run-wide fields
+    ctx: PolicyContext
+    sizes: list[int]  # current batch size per rank
+    registered: set[int] = field(default_factory=set)
+    left: set[int] = field(default_factory=set)
+    inactive: set[int] = field(default_factory=set)  # dropped and silent since: not waited for
+    last_report: dict[int, WorkerWindow] = field(default_factory=dict)
+    last_window: int = -1  # last decided window
+    last_outcome: _Outcome | None = None
+    pending: _Barrier | None = None
+    last_activity: float = 0.0
+
+    @property
+    def run_id(self) -> str:
+        return self.reg.run_id
+
+    def expected(self) -> set[int]:
+        return set(range(self.reg.world_size)) - self.left - self.inactive
+
+
+class Arbitrator:
+    """Thread-safe: every public method may be called concurrently (one gRPC handler thread each).
+
+    ``report`` blocks its caller at the window barrier (at most ``barrier_timeout_s``); the others
+    return at once. The policy is called under the lock, once per window, in window order.
+    """
+
+    def __init__(
+        self,
+        policy: BatchSizePolicy,
+        settings: RunSettings = RunSettings(),
+        on_decision: OnDecision | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy
+        self.settings = settings
+        self.on_decision = on_decision
+        self.clock = clock
+        self.session_id = uuid.uuid4().hex
+        self._cond = threading.Condition()
+        self._run: _Run | None = None
+        self.decisions = 0  # windows decided in this session (for logs and tests)
+
+    # ----------------------------------------------------------------------------------------
+    # Registration
+    # ----------------------------------------------------------------------------------------
+
+    def register(self, reg: Registration) -> Welcome:
+        """Join (or re-join) a run; the first registration of a run resets the policy."""
+        check_registration(reg, self.settings.bounds)
+        with self._cond:
+            now = self.clock()
+            run = self._run
+            if run is None or run.run_id != reg.run_id:
+                if run is not None and not self._replaceable(run, now):
+                    raise FailedPrecondition(
+                        f"the arbitrator is serving run {run.run_id!r} (ranks {sorted(run.registered)} "
+                        f"registered); run {reg.run_id!r} may start when they leave or after "
+                        f"{self.settings.idle_run_timeout_s} s of silence"
+                    )
+                run = self._start_run(reg)
+            else:
+                for name in RUN_FIELDS:
+                    mine, theirs = getattr(reg, name), getattr(run.reg, name)
+                    if mine != theirs:
+                        raise FailedPrecondition(
+                            f"{name} = {mine!r} is inconsistent with run {run.run_id!r}, which has {theirs!r}"
+                        )
+            run.registered.add(reg.rank)
+            run.left.discard(reg.rank)
+            run.inactive.discard(reg.rank)
+            run.last_activity = now
+            if reg.next_window > 0:
+                run.sizes[reg.rank] = reg.current_batch_size
+            log.info(
+                "run %s: rank %d/%d registered (next window %d, batch %d, device %s)",
+                reg.run_id, reg.rank, reg.world_size, reg.next_window, run.sizes[reg.rank], reg.device,
+            )
+            return Welcome(
+                session_id=self.session_id,
+                settings=self.settings,
+                policy=getattr(self.policy, "name", type(self.policy).__name__),
+                batch_size=run.sizes[reg.rank],
+                lr_scale=1.0,
+            )
+
+    def _replaceable(self, run: _Run, now: float) -> bool:
+        everyone_left = not run.registered
+        idle = now - run.last_activity >= self.settings.idle_run_timeout_s
+        return everyone_left or idle
+
+    def _start_run(self, reg: Registration) -> _Run:
+        s = self.settings
+        ctx = PolicyContext(
+            n_workers=reg.world_size,
+            initial_batch_sizes=tuple(reg.initial_batch_sizes),
+            bounds=s.bounds,
+            actions=s.actions,
+            window=s.window_iters,
+            optimizer=reg.optimizer,
+            dataset_size=reg.dataset_size,
+            seed=reg.seed,
+        )
+        self.policy.reset(ctx)
+        initial = self._checked(self.policy.initial(ctx), reg.world_size)
+        run = _Run(reg=reg, ctx=ctx, sizes=list(initial.batch_sizes), last_window=reg.next_window - 1)
+        if self._run is not None:
+            log.warning("run %s replaces run %s", reg.run_id, self._run.run_id)
+        log.info("run %s started: %d workers, policy %s, initial sizes %s",
+                 reg.run_id, reg.world_size, self.policy.name, initial.batch_sizes)
+        self._run = run
+        return run
+
+    def _checked(self, decision: Decision, n: int) -> Decision:
+        b = self.settings.bounds
+        sizes = tuple(decision.batch_sizes)
+        integral = all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in sizes)
+        if len(sizes) != n or not integral or any(not b.min <= x <= b.max for x in sizes):
+            raise PolicyFailure(
+                f"policy {self.policy.name} returned batch sizes {sizes}: need {n} integers in "
+                f"[{b.min}, {b.max}]"
+            )
+        if not (math.isfinite(decision.lr_scale) and decision.lr_scale > 0):
+            raise PolicyFailure(f"policy {self.policy.name} returned lr_scale {decision.lr_scale}: need > 0")
+        return Decision(tuple(int(x) for x in sizes), float(decision.lr_scale))
+
+    def _run_for(self, session_id: str, run_id: str, rank: int) -> _Run:
+        if session_id != self.session_id:
+            raise FailedPrecondition(
+                f"session_id {session_id[:64]!r} is not this arbitrator's session (it restarted or "
+                f"never saw this worker): register again"
+            )
+        run = self._run
+        if run is None or run.run_id != run_id:
+            current = run.run_id if run else None
+            raise FailedPrecondition(f"run_id {run_id[:300]!r} is not the current run ({current!r}): register")
+        if rank not in run.registered:
+            raise FailedPrecondition(f"rank {rank} is not registered in run {run_id!r}: register first")
+        return run
+
+    # ----------------------------------------------------------------------------------------
+    # Window reports
+    # ----------------------------------------------------------------------------------------
+
+    def report(self, session_id: str, run_id: str, worker: WorkerWindow, glob: GlobalWindow) -> Answer:
+        """Record ``worker``'s window ``glob.window``; block at the barrier; return its next size."""
+        rank = worker.rank
+        with self._cond:
+            run = self._run_for(session_id, run_id, rank)
+            check_worker(worker, run.reg.world_size, self.settings.bounds)
+            check_global(glob, worker, run.reg.world_size)
+            run.last_activity = self.clock()
+            t = glob.window
+            if t < run.last_window:
+                raise FailedPrecondition(
+                    f"window {t} is stale: window {run.last_window} of run {run_id!r} is already decided"
+                )
+            if t == run.last_window:
+                return self._replay(run, rank, t)
+            barrier = run.pending
+            if barrier is not None and barrier.window < t:
+                log.warning("run %s: rank %d reported window %d while window %d was open; closing it",
+                            run_id, rank, t, barrier.window)
+                self._finalize(run, barrier)
+                barrier = None
+            if barrier is None:
+                barrier = run.pending = _Barrier(t, self.clock() + self.settings.barrier_timeout_s)
+            for other, (_, other_glob) in barrier.reports.items():
+                if other != rank:
+                    check_agreement(glob, other_glob, other)
+                    break
+            barrier.reports[rank] = (worker, glob)
+            run.inactive.discard(rank)
+            run.sizes[rank] = worker.batch_size
+            if run.expected() <= barrier.reports.keys():
+                self._finalize(run, barrier)
+            while barrier.outcome is None:
+                remaining = barrier.deadline - self.clock()
+                if remaining <= 0:
+                    self._finalize(run, barrier)
+                    break
+                self._cond.wait(remaining)
+            return self._answer(barrier.outcome, rank, late=False)
+
+    def _replay(self, run: _Run, rank: int, t: int) -> Answer:
+        """A report for the window just decided: a retry (same answer) or a late rank (told so)."""
+        outcome = run.last_outcome
+        if outcome is None:  # re-registered run: windows before next_window were decided elsewhere
+            raise FailedPrecondition(f"window {t} was decided before the arbitrator restarted")
+        late = rank not in outcome.participants
+        if late:
+            run.inactive.discard(rank)
+            log.info("run %s: rank %d late for window %d; sending the decision made without it",
+                     run.run_id, rank, t)
+        return self._answer(outcome, rank, late=late)
+
+    def _answer(self, outcome: _Outcome, rank: int, late: bool) -> Answer:
+        if outcome.decision is None:
+            raise PolicyFailure(outcome.error)
+        d = outcome.decision
+        return Answer(outcome.window, d.batch_sizes[rank], d.lr_scale, d.batch_sizes, outcome.dropped, late)
+
+    def _finalize(self, run: _Run, barrier: _Barrier) -> None:
+        """Close ``barrier``: drop missing ranks, call the policy, wake every waiting reporter."""
+        n = run.reg.world_size
+        present = set(barrier.reports)
+        dropped = tuple(sorted(run.expected() - present))
+        if dropped:
+            log.warning("run %s: window %d closed without rank(s) %s (barrier timeout %.3g s); dropped",
+                        run.run_id, barrier.window, list(dropped), self.settings.barrier_timeout_s)
+            run.inactive.update(dropped)
+        for r, (w, _) in barrier.reports.items():
+            run.last_report[r] = w
+        workers = [
+            run.last_report[r] if r in present else dataclasses.replace(run.last_report[r], batch_size=run.sizes[r])
+            for r in range(n)
+            if r in run.last_report
+        ]
+        first_view = barrier.reports[min(present)][1]
+        glob = dataclasses.replace(first_view, n_workers=n)
+        outcome = _Outcome(barrier.window, None, frozenset(present), dropped)
+        if len(workers) < n:
+            never = sorted(set(range(n)) - set(run.last_report))
+            log.warning("run %s: no report ever from rank(s) %s; window %d keeps current sizes",
+                        run.run_id, never, barrier.window)
+            outcome.decision = Decision(tuple(run.sizes))
+        else:
+            try:
+                outcome.decision = self._checked(self.policy.decide(workers, glob), n)
+            except Exception as exc:  # a policy bug must not take the service down
+                log.exception("run %s: policy %s failed on window %d", run.run_id, self.policy.name, barrier.window)
+                outcome.error = f"policy {self.policy.name} failed on window {barrier.window}: {exc}"
+            if outcome.decision is not None and self.on_decision is not None:
+                try:
+                    self.on_decision(workers, glob, outcome.decision)
+                except Exception:
+                    log.exception("run %s: on_decision hook failed on window %d", run.run_id, barrier.window)
+        if outcome.decision is not None:
+            run.sizes = list(outcome.decision.batch_sizes)
+            self.decisions += 1
+            log.debug("run %s: window %d -> %s", run.run_id, barrier.window, outcome.decision.batch_sizes)
+        barrier.outcome = outcome
+        run.last_outcome = outcome
+        run.last_window = barrier.window
+        run.pending = None
+        self._cond.notify_all()
+
+    # ----------------------------------------------------------------------------------------
+    # Leaving
+    # ----------------------------------------------------------------------------------------
+
+    def leave(self, session_id: str, run_id: str, rank: int) -> int:
+        """``rank`` is done; returns how many workers of the run remain registered."""
+        with self._cond:
+            run = self._run_for(session_id, run_id, rank)
+            run.registered.discard(rank)
+            run.left.add(rank)
+            run.last_activity = self.clock()
+            barrier = run.pending
+            if barrier is not None and barrier.reports and run.expected() <= barrier.reports.keys():
+                self._finalize(run, barrier)
+            log.info("run %s: rank %d left (%d remain)", run_id, rank, len(run.registered))
+            return len(run.registered)

@@ -1,0 +1,72 @@
+"""``dynamix arbitrator serve``: run the gRPC arbitrator with a batch-size policy.
+
+Examples::
+
+    dynamix arbitrator serve --policy static:128 --port 0      # prints the chosen port
+    dynamix arbitrator serve --policy lbbsp --profile smoke -o arbitrator.barrier_timeout_s=0.5
+    DYNAMIX_ARBITRATOR_TOKEN=secret dynamix arbitrator serve --host 0.0.0.0 --port 50051 --policy gns
+
+Run settings (window k, bounds, actions) come from the ``batch`` section and the server's timing
+from the ``arbitrator`` section of params.yaml (profile and ``-o section.key=value`` overrides), so
+start workers from the same profile and overrides. The first stdout line is
+``arbitrator listening on HOST:PORT`` (flushed) so scripts can wait for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+from dynamix import config
+from dynamix.policies import make_policy
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = sub.add_parser("serve", help="serve decisions until SIGINT/SIGTERM")
+    serve.add_argument("--policy", help="policy spec, e.g. static:64, lbbsp, gns, ramp, dynamix:PATH "
+                                        "(default: policy.spec of the profile)")
+    serve.add_argument("--host", help="bind address (default: arbitrator.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: arbitrator.port)")
+    serve.add_argument("--profile", help="params.yaml profile (default: its `profile` key)")
+    serve.add_argument("--params", help="path to params.yaml (default: the repository's)")
+    serve.add_argument("-o", "--override", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="config override, repeatable")
+    serve.add_argument("--token-file", type=Path, help="file holding the shared token "
+                                                        "(default: $DYNAMIX_ARBITRATOR_TOKEN)")
+    serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
+    serve.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
+
+
+def main(args: argparse.Namespace) -> int:
+    from dynamix.rpc.arbitrator import Arbitrator, RunSettings
+    from dynamix.rpc.server import TOKEN_ENV, ArbitratorServer
+
+    overrides = list(args.override)
+    if args.host is not None:
+        overrides.append(f"arbitrator.host={args.host}")
+    if args.port is not None:
+        overrides.append(f"arbitrator.port={args.port}")
+    cfg = config.load(args.params, args.profile, overrides)
+    spec = args.policy or cfg.policy.spec
+    token = args.token_file.read_text().strip() if args.token_file else os.environ.get(TOKEN_ENV) or None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("--tls-cert and --tls-key go together")
+    tls = (args.tls_key.read_bytes(), args.tls_cert.read_bytes()) if args.tls_cert else None
+    arbitrator = Arbitrator(make_policy(spec), RunSettings.from_config(cfg))
+    server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
+                              max_threads=cfg.arbitrator.max_threads)
+    print(f"arbitrator listening on {server.target}", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    log.info("shutting down after %d decisions", arbitrator.decisions)
+    server.stop()
+    return 0

@@ -1,0 +1,194 @@
+"""Checks on what workers send, before anything reaches a policy: ranges, NaN, consistency.
+
+Two kinds of rejection, mirroring gRPC's status codes (the servicer maps them one to one):
+
+- :class:`InvalidArgument`: the message itself is wrong whatever the server's state (a NaN loss, an
+  accuracy above 1, a rank outside ``[0, world_size)``, a window index that contradicts the iteration
+  count). Retrying the same message cannot succeed.
+- :class:`FailedPrecondition`: the message is well formed but does not fit the server's state (an
+  unknown session after a restart, an unregistered worker, another run in progress, a stale window).
+  The worker re-registers or moves on.
+
+Ranges are declared once in :data:`WORKER_RANGES` / :data:`GLOBAL_RANGES` as ``rng`` metadata and
+checked by :func:`dynamix.config.check_value`, so messages read like config errors: they name the
+field and the allowed range. Upper bounds are finite so that infinities are rejected too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from dynamix.config import ConfigError, check_value, rng
+from dynamix.metrics.schema import GlobalWindow, WorkerWindow
+from dynamix.policies.base import Bounds
+
+BIG = 1e30  # finite stand-in for "unbounded above": rejects inf
+MAX_WORKERS = 4096  # same bound as engine.world_size
+MAX_BATCH = 65536  # same bound as batch.max
+OPTIMIZERS = ("sgd", "adam")
+
+
+class Rejected(Exception):
+    """A request the arbitrator refuses; ``str(exc)`` is the message returned to the caller."""
+
+
+class InvalidArgument(Rejected):
+    """The request is malformed (maps to gRPC INVALID_ARGUMENT)."""
+
+
+class FailedPrecondition(Rejected):
+    """The request does not fit the arbitrator's state (maps to gRPC FAILED_PRECONDITION)."""
+
+
+WORKER_RANGES: dict[str, dict] = {
+    "iter_time_ms": rng(1e-6, 1e9),
+    "compute_ms": rng(0.0, 1e9),
+    "comm_ms": rng(0.0, 1e9),
+    "wait_ms": rng(0.0, 1e9),
+    "throughput_samples_per_s": rng(0.0, 1e12),
+    "net_tx_bytes_per_s": rng(0.0, 1e15),
+    "net_rx_bytes_per_s": rng(0.0, 1e15),
+    "tcp_retrans_per_s": rng(0.0, 1e12),
+    "cpu_time_ratio": rng(0.0, float(MAX_WORKERS)),
+    "mem_util": rng(0.0, 1.0),
+    "loss": rng(0.0, BIG),
+    "batch_acc": rng(0.0, 1.0),
+    "grad_norm": rng(0.0, BIG),
+    "grad_sqnorm": rng(0.0, BIG),
+    "sigma_norm": rng(0.0, BIG),
+    "sigma2_norm": rng(0.0, BIG),
+    "speed": rng(1e-9, 1e9),
+}
+"""Allowed range of every float field of :class:`WorkerWindow` (rank and batch_size are checked
+against the run: ``[0, world_size)`` and the run's bounds)."""
+
+GLOBAL_RANGES: dict[str, dict] = {
+    "window": rng(0, 2**53),
+    "iteration": rng(1, 2**53),
+    "epoch": rng(0.0, 1e9),
+    "elapsed_s": rng(0.0, 1e12),
+    "global_batch": rng(1, MAX_BATCH * MAX_WORKERS),
+    "lr": rng(0.0, 1e3),
+    "train_loss": rng(0.0, BIG),
+    "train_acc": rng(0.0, 1.0),
+    "agg_grad_sqnorm": rng(0.0, BIG),
+    "test_acc": rng(0.0, 1.0),
+    "test_loss": rng(0.0, BIG),
+}
+"""Allowed range of every field of :class:`GlobalWindow` but ``n_workers`` (must equal the run's)."""
+
+NAN_ALLOWED = frozenset({"test_acc", "test_loss"})  # NaN until the first evaluation (schema default)
+
+
+def _check(prefix: str, obj: object, ranges: dict[str, dict]) -> None:
+    for name, meta in ranges.items():
+        value = getattr(obj, name)
+        if name in NAN_ALLOWED and isinstance(value, float) and math.isnan(value):
+            continue
+        try:
+            check_value(f"{prefix}.{name}", value, meta)
+        except ConfigError as exc:
+            raise InvalidArgument(str(exc)) from None
+
+
+def check_worker(w: WorkerWindow, world_size: int, bounds: Bounds) -> None:
+    """Ranges of one worker's window, its rank and batch size against the run."""
+    if not 0 <= w.rank < world_size:
+        raise InvalidArgument(f"rank = {w.rank} is out of range: must be in [0, {world_size - 1}]")
+    if not bounds.min <= w.batch_size <= bounds.max:
+        raise InvalidArgument(
+            f"worker.batch_size = {w.batch_size} is out of range: must be in [{bounds.min}, {bounds.max}]"
+        )
+    _check("worker", w, WORKER_RANGES)
+    # Jensen: the mean of |g|^2 is at least the square of the mean |g| (both over the same window).
+    if w.grad_sqnorm < w.grad_norm**2 * (1 - 1e-6) - 1e-12:
+        raise InvalidArgument(
+            f"worker.grad_sqnorm = {w.grad_sqnorm!r} is inconsistent: must be >= worker.grad_norm**2 = "
+            f"{w.grad_norm**2!r} (mean of squares >= square of mean)"
+        )
+
+
+def check_global(g: GlobalWindow, w: WorkerWindow, world_size: int) -> None:
+    """Ranges of one worker's view of the global state, and its consistency with the worker's window."""
+    _check("global", g, GLOBAL_RANGES)
+    if g.n_workers != world_size:
+        raise InvalidArgument(f"global.n_workers = {g.n_workers} is inconsistent: the run has {world_size}")
+    if g.iteration < g.window + 1:
+        raise InvalidArgument(
+            f"global.iteration = {g.iteration} is inconsistent with global.window = {g.window}: "
+            f"every window has at least one iteration, so iteration must be >= {g.window + 1}"
+        )
+    if g.global_batch < w.batch_size:
+        raise InvalidArgument(
+            f"global.global_batch = {g.global_batch} is inconsistent: smaller than this worker's "
+            f"batch_size = {w.batch_size}"
+        )
+
+
+AGREED_GLOBAL_FIELDS = ("iteration", "global_batch", "n_workers")
+"""Integer global fields every rank must report identically for the same window."""
+
+
+def check_agreement(g: GlobalWindow, other: GlobalWindow, other_rank: int) -> None:
+    """Two ranks' views of the same window must agree on the integer global fields."""
+    for name in AGREED_GLOBAL_FIELDS:
+        mine, theirs = getattr(g, name), getattr(other, name)
+        if mine != theirs:
+            raise InvalidArgument(
+                f"global.{name} = {mine} is inconsistent with rank {other_rank}'s report for window "
+                f"{g.window} ({theirs})"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """A worker's request to join a run (the RegisterRequest message as plain data)."""
+
+    run_id: str
+    rank: int
+    world_size: int
+    initial_batch_sizes: tuple[int, ...]
+    current_batch_size: int
+    next_window: int = 0
+    optimizer: str = "sgd"
+    dataset_size: int = 50000
+    seed: int = 0
+    device: dict = dataclasses.field(default_factory=dict)  # informative: hostname, pid, device_type, ...
+
+
+RUN_FIELDS = ("world_size", "initial_batch_sizes", "optimizer", "dataset_size", "seed")
+"""Registration fields fixed by a run's first registration; later registrations must agree."""
+
+
+def check_registration(r: Registration, bounds: Bounds) -> None:
+    """A registration on its own: identifiers, ranges, and initial sizes within the bounds."""
+    if not r.run_id or len(r.run_id) > 256 or not r.run_id.isprintable():
+        raise InvalidArgument(f"run_id = {r.run_id[:300]!r} is invalid: must be 1-256 printable characters")
+    if not 1 <= r.world_size <= MAX_WORKERS:
+        raise InvalidArgument(f"world_size = {r.world_size} is out of range: must be in [1, {MAX_WORKERS}]")
+    if not 0 <= r.rank < r.world_size:
+        raise InvalidArgument(f"rank = {r.rank} is out of range: must be in [0, {r.world_size - 1}]")
+    if len(r.initial_batch_sizes) != r.world_size:
+        raise InvalidArgument(
+            f"initial_batch_sizes has {len(r.initial_batch_sizes)} entries: must have world_size = "
+            f"{r.world_size}"
+        )
+    for i, b in enumerate(r.initial_batch_sizes):
+        if not bounds.min <= b <= bounds.max:
+            raise InvalidArgument(
+                f"initial_batch_sizes[{i}] = {b} is out of range: must be in [{bounds.min}, {bounds.max}]"
+            )
+    if not bounds.min <= r.current_batch_size <= bounds.max:
+        raise InvalidArgument(
+            f"current_batch_size = {r.current_batch_size} is out of range: must be in "
+            f"[{bounds.min}, {bounds.max}]"
+        )
+    if r.next_window < 0:
+        raise InvalidArgument(f"next_window = {r.next_window} is out of range: must be >= 0")
+    if r.optimizer not in OPTIMIZERS:
+        raise InvalidArgument(f"optimizer = {r.optimizer!r} is not allowed: must be one of {OPTIMIZERS}")
+    if r.dataset_size < 1:
+        raise InvalidArgument(f"dataset_size_samples = {r.dataset_size} is out of range: must be >= 1")
+    if r.seed < 0:
+        raise InvalidArgument(f"seed = {r.seed} is out of range: must be >= 0")
