@@ -1,0 +1,151 @@
+"""Calibration of the compute term t(b) = a_m + c_m * b on this machine: ``dynamix calibrate``.
+
+    dynamix calibrate --model tiny-cnn                 # -> results/calibration/tiny-cnn.json
+    dynamix calibrate --model resnet20 --width 0.5 --threads 1
+
+What is timed is one worker's full compute for one iteration, exactly what the engine's workers do:
+build the batch (normalise + augment, :class:`dynamix.data.BatchMaker`), forward, backward
+(:meth:`Trainer.weighted_gradient`) and the optimiser step (:meth:`Trainer.apply`). Batch sizes are
+visited round-robin, ``repeats`` times each after a warm-up, so slow drift of a shared machine hits
+every size alike; the median per size is fitted by least squares,
+
+    min_{a, c} sum_b (median_ms(b) - a - c b)^2,
+
+and the fit's R^2 is stored beside a and c. Timing uses ``threads`` torch threads (default 1, the
+setting of each engine worker when several share this machine's cores); device profiles in
+:data:`dynamix.cluster.DEVICE_PROFILES` are speeds relative to this measurement.
+
+The result lives in ``results/calibration/<model>.json`` (``<model>-w<width>.json`` when width != 1).
+:func:`load_calibration` reads it, or runs a quick calibration (logged) when none exists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dynamix import paths
+from dynamix.config import OptimConfig
+from dynamix.data import BatchMaker
+from dynamix.models import build_model, gradient_bytes
+from dynamix.train.core import Trainer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZES = (16, 32, 64, 128, 256)
+QUICK_BATCH_SIZES = (16, 64, 128)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fitted compute model for one (model, width) on one machine."""
+
+    model: str
+    width: float
+    a_ms: float  # fixed per-iteration compute (ms)
+    c_ms_per_sample: float  # compute per sample (ms)
+    r2: float  # coefficient of determination of the linear fit
+    threads: int  # torch threads used while timing
+    batch_sizes: tuple[int, ...]
+    median_ms: tuple[float, ...]  # measured median iteration compute per batch size
+    repeats: int
+    gradient_bytes: int
+    host: str
+    torch_version: str
+
+    def predict_ms(self, batch_size: float) -> float:
+        return self.a_ms + self.c_ms_per_sample * batch_size
+
+
+def calibration_path(model_name: str, width: float = 1.0) -> Path:
+    suffix = "" if width == 1.0 else f"-w{width:g}"
+    return paths.CALIBRATION / f"{model_name}{suffix}.json"
+
+
+def fit_linear(batch_sizes, times_ms) -> tuple[float, float, float]:
+    """Least-squares (a, c, R^2) of times = a + c * b."""
+    b = np.asarray(batch_sizes, float)
+    t = np.asarray(times_ms, float)
+    design = np.stack([np.ones_like(b), b], axis=1)
+    (a, c), *_ = np.linalg.lstsq(design, t, rcond=None)
+    resid = t - (a + c * b)
+    ss_tot = float(((t - t.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    return float(a), float(c), r2
+
+
+def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup: int = 2,
+            seed: int = 0) -> list[list[float]]:
+    """Per batch size, the list of ``repeats`` timed iterations (ms) in the current torch threads."""
+    torch.manual_seed(seed)
+    model = build_model(model_name, width)
+    trainer = Trainer(model, OptimConfig(), total_iters=1)
+    n_pool = max(batch_sizes)
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (n_pool, 3, 32, 32), dtype=torch.uint8, generator=gen)
+    labels = torch.randint(0, 10, (n_pool,), generator=gen)
+    maker = BatchMaker(images, labels, augment_train=True, seed=seed)
+    times: list[list[float]] = [[] for _ in batch_sizes]
+    for r in range(warmup + repeats):
+        for j, b in enumerate(batch_sizes):
+            idx = torch.arange(b)
+            t0 = time.perf_counter()
+            trainer.weighted_gradient([maker(idx)], track_local=False)
+            trainer.apply(b)
+            dt = (time.perf_counter() - t0) * 1e3
+            if r >= warmup:
+                times[j].append(dt)
+    return times
+
+
+def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZES, repeats: int = 5,
+              threads: int = 1, write: bool = True) -> Calibration:
+    """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads; write the JSON."""
+    if len(set(batch_sizes)) < 2:
+        raise ValueError(f"calibrate: batch_sizes = {list(batch_sizes)} needs at least two distinct sizes")
+    if threads < 1:
+        raise ValueError(f"calibrate: threads = {threads} is out of range: must be >= 1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        times = measure(model_name, width, tuple(batch_sizes), repeats)
+    finally:
+        torch.set_num_threads(before)
+    medians = [float(np.median(t)) for t in times]
+    a, c, r2 = fit_linear(batch_sizes, medians)
+    if a < 0:  # a tiny negative intercept is fitting noise; the model needs t(0) >= 0
+        a, c = 0.0, float(np.dot(batch_sizes, medians) / np.dot(batch_sizes, batch_sizes))
+    cal = Calibration(
+        model=model_name, width=float(width), a_ms=a, c_ms_per_sample=c, r2=r2, threads=threads,
+        batch_sizes=tuple(int(b) for b in batch_sizes), median_ms=tuple(medians), repeats=repeats,
+        gradient_bytes=gradient_bytes(build_model(model_name, width)), host=platform.node(),
+        torch_version=torch.__version__,
+    )
+    log.info("calibrated %s (width %g, %d threads): a = %.3f ms, c = %.4f ms/sample, R^2 = %.4f",
+             model_name, width, threads, a, c, r2)
+    if write:
+        path = calibration_path(model_name, width)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(asdict(cal), indent=2) + "\n")
+        tmp.replace(path)
+    return cal
+
+
+def load_calibration(model_name: str, width: float = 1.0) -> Calibration:
+    """The stored calibration for (model, width); without one, a quick calibration (logged, written)."""
+    path = calibration_path(model_name, width)
+    if path.exists():
+        d = json.loads(path.read_text())
+        d["batch_sizes"], d["median_ms"] = tuple(d["batch_sizes"]), tuple(d["median_ms"])
+        return Calibration(**d)
+    log.warning("no calibration at %s: running a quick one (run `dynamix calibrate --model %s` for a "
+                "careful fit)", path, model_name)
+    return calibrate(model_name, width, QUICK_BATCH_SIZES, repeats=3)

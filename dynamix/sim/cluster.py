@@ -1,0 +1,193 @@
+"""A virtual-time cluster: real learning, modelled time.
+
+Every virtual iteration does what the distributed engine does, in one process: the
+:class:`~dynamix.data.GlobalSampler` hands worker i its slice of b_i samples,
+:meth:`Trainer.weighted_gradient` leaves g = sum_i (b_i / B) g_i in ``.grad`` (batch norm per worker
+batch, as without SyncBN) and :meth:`Trainer.apply` takes one optimiser step. So the accuracy
+trajectory is the one the engine would produce; only the clock is simulated, by the
+:class:`~dynamix.sim.costmodel.CostModel` under the spec's :class:`~dynamix.sim.dynamics.ClusterDynamics`.
+
+A window of k = ``batch.window`` iterations ends in the same :class:`WorkerWindow` /
+:class:`GlobalWindow` the engine emits, so a policy cannot tell the backends apart:
+
+    cluster = VirtualCluster(clusters.load("clusters/mixed-gpu.yaml"), cfg)
+    while not cluster.done:
+        workers, glob = cluster.run_window([64] * cluster.n_workers)
+
+Differences from the engine, by design: batch-norm running statistics are updated by every worker
+batch in turn on the one model (the engine keeps one copy per rank); evaluation does not advance
+virtual time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import torch
+
+from dynamix.cluster import ClusterSpec
+from dynamix.config import Config
+from dynamix.data import BatchMaker, Cifar10, GlobalSampler, load_cifar10
+from dynamix.metrics.gradstats import GradientWindowStats, flat_grad
+from dynamix.metrics.schema import GlobalWindow, WorkerWindow
+from dynamix.models import build_model, gradient_bytes
+from dynamix.seeding import derive_seed, seed_everything
+from dynamix.sim.calibrate import load_calibration
+from dynamix.sim.costmodel import CostModel
+from dynamix.sim.dynamics import ClusterDynamics
+from dynamix.train.core import Trainer
+from dynamix.train.loop import eval_subset, total_iterations
+
+log = logging.getLogger(__name__)
+
+
+class VirtualCluster:
+    """N simulated workers training one real model; ``run_window`` advances k iterations.
+
+    ``seed`` (default ``cfg.train.seed``) fixes model initialisation, data order, augmentation and
+    counter noise; the spec's own seed fixes stragglers and jitter. ``cost`` overrides the calibrated
+    cost model (tests, what-if studies).
+    """
+
+    def __init__(self, spec: ClusterSpec, cfg: Config, data: Cifar10 | None = None, seed: int | None = None,
+                 cost: CostModel | None = None) -> None:
+        self.spec, self.cfg = spec, cfg
+        self.seed = cfg.train.seed if seed is None else seed
+        self.data = load_cifar10(cfg.data) if data is None else data
+        self.n_workers = spec.n_workers
+        self._speeds = np.array([w.device.speed for w in spec.workers], float)
+        self._max_batch = np.array([w.device.max_batch for w in spec.workers], np.int64)
+        self._bandwidth = np.array([w.bandwidth_gbps for w in spec.workers], float)
+        self._latency = np.array([w.latency_ms for w in spec.workers], float)
+        if cost is None:
+            cal = load_calibration(cfg.model.name, cfg.model.width)
+            s = gradient_bytes(build_model(cfg.model.name, cfg.model.width))
+            cost = CostModel(cal.a_ms, cal.c_ms_per_sample, s)
+        self.cost = cost
+        self.dynamics = ClusterDynamics(spec)
+        n_train = len(self.data.train_y)
+        self.total_iters = total_iterations(cfg, n_train, self.n_workers * cfg.batch.initial)
+        test_idx = eval_subset(len(self.data.test_y), cfg.train.eval_samples)
+        self._test_x, self._test_y = self.data.test_x[test_idx], self.data.test_y[test_idx]
+        self.reset()
+
+    # ------------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Fresh model, data order and clock: the start of a new run with the same seeds."""
+        seed_everything(self.seed)
+        model = build_model(self.cfg.model.name, self.cfg.model.width)
+        self.trainer = Trainer(model, self.cfg.optim, self.total_iters)
+        self.sampler = GlobalSampler(len(self.data.train_y), self.seed)
+        self.maker = BatchMaker(self.data.train_x, self.data.train_y, self.cfg.data.augment, self.seed)
+        self.dynamics.reset()
+        self._noise = np.random.default_rng(derive_seed(self.seed, "sim-counters"))
+        self._gstats = [GradientWindowStats() for _ in range(self.n_workers)]
+        self.elapsed_s = 0.0
+        self.window = 0
+        self.test_loss, self.test_acc = math.nan, math.nan
+
+    @property
+    def iteration(self) -> int:
+        return self.trainer.iteration
+
+    @property
+    def done(self) -> bool:
+        """The training budget is spent: ``train.max_iters`` iterations, else ``train.epochs`` epochs."""
+        if self.cfg.train.max_iters:
+            return self.trainer.iteration >= self.cfg.train.max_iters
+        return self.sampler.epochs_done >= self.cfg.train.epochs
+
+    def clamp(self, batch_sizes) -> np.ndarray:
+        """Per-worker sizes after the device memory caps (``max_batch``); validates the vector."""
+        b = np.asarray(batch_sizes, dtype=np.int64).reshape(-1)
+        if b.shape[0] != self.n_workers:
+            raise ValueError(f"batch_sizes has {b.shape[0]} entries: need one per worker ({self.n_workers})")
+        if (b < 1).any():
+            raise ValueError(f"batch_sizes = {b.tolist()} is out of range: every entry must be >= 1")
+        return np.minimum(b, self._max_batch)
+
+    def evaluate(self) -> tuple[float, float]:
+        """(test loss, test accuracy) on the ``train.eval_samples`` subset; remembered for the window."""
+        self.test_loss, self.test_acc = self.trainer.evaluate(self._test_x, self._test_y)
+        return self.test_loss, self.test_acc
+
+    # ------------------------------------------------------------------------------------------------
+    def run_window(self, batch_sizes, lr_scale: float = 1.0) -> tuple[list[WorkerWindow], GlobalWindow]:
+        """Run k = ``batch.window`` real iterations (fewer if the budget ends first) at ``batch_sizes``."""
+        b = self.clamp(batch_sizes)
+        sizes = b.tolist()
+        n, big_b = self.n_workers, int(b.sum())
+        for g in self._gstats:
+            g.reset()
+        sums = {k: np.zeros(n) for k in ("compute", "wait", "tx", "rx", "retrans", "speed", "loss", "correct")}
+        comm_sum = iter_sum = agg_sq_sum = 0.0
+        iters = 0
+        eval_every = self.cfg.train.eval_every
+        while iters < self.cfg.batch.window and not self.done:
+            # real learning: the engine's weighted gradient over the workers' slices, one step
+            batches = [self.maker(idx) for idx in self.sampler.next(sizes)]
+            stats, grads = self.trainer.weighted_gradient(batches, track_local=True)
+            agg = flat_grad(self.trainer.model)
+            agg_sq_sum += float(agg.dot(agg))
+            for i, (s, g) in enumerate(zip(stats, grads)):
+                self._gstats[i].add(g)
+                sums["loss"][i] += s.loss
+                sums["correct"][i] += s.correct
+            del grads, agg
+            lr = self.trainer.apply(big_b, lr_scale)
+            # virtual time: this iteration's speeds and bandwidths, then the cost model
+            speed_f, bw_f = self.dynamics.factors(self.trainer.iteration - 1, self.elapsed_s)
+            speeds = self._speeds * speed_f
+            cost = self.cost.iteration(b, speeds, self._bandwidth * bw_f, self._latency, self.spec.architecture)
+            self.elapsed_s += cost.iter_ms / 1e3
+            sums["compute"] += cost.compute_ms
+            sums["wait"] += cost.wait_ms
+            sums["tx"] += cost.tx_bytes
+            sums["rx"] += cost.rx_bytes
+            sums["retrans"] += cost.expected_retrans
+            sums["speed"] += speeds
+            comm_sum += cost.comm_ms
+            iter_sum += cost.iter_ms
+            iters += 1
+            if self.trainer.iteration % eval_every == 0 or (self.done and math.isnan(self.test_acc)):
+                self.evaluate()
+        if iters == 0:
+            raise RuntimeError("run_window called after the training budget was spent (check .done)")
+        return self._windows(b, iters, sums, comm_sum, iter_sum, agg_sq_sum, lr)
+
+    def _windows(self, b: np.ndarray, iters: int, sums: dict, comm_sum: float, iter_sum: float,
+                 agg_sq_sum: float, lr: float) -> tuple[list[WorkerWindow], GlobalWindow]:
+        """Aggregate a window's sums into the schema (means per iteration, rates per second)."""
+        window_s = iter_sum / 1e3
+        iter_ms = iter_sum / iters
+        retrans = self._noise.poisson(sums["retrans"])  # segment counts over the window
+        mem = self.cost.mem_util(b, self._max_batch)
+        per = {k: (v / iters).tolist() for k, v in sums.items() if k not in ("tx", "rx", "retrans", "correct")}
+        acc = (sums["correct"] / (iters * b)).tolist()
+        tx, rx = (sums["tx"] / window_s).tolist(), (sums["rx"] / window_s).tolist()
+        cpu = (sums["compute"] / iter_sum).tolist()
+        workers = []
+        for i in range(self.n_workers):
+            g = self._gstats[i].summary()
+            workers.append(WorkerWindow(
+                rank=i, batch_size=int(b[i]), iter_time_ms=iter_ms, compute_ms=per["compute"][i],
+                comm_ms=comm_sum / iters, wait_ms=per["wait"][i],
+                throughput_samples_per_s=float(b[i]) / (iter_ms / 1e3),
+                net_tx_bytes_per_s=tx[i], net_rx_bytes_per_s=rx[i],
+                tcp_retrans_per_s=float(retrans[i]) / window_s, cpu_time_ratio=cpu[i], mem_util=float(mem[i]),
+                loss=per["loss"][i], batch_acc=acc[i], grad_norm=g["grad_norm"], grad_sqnorm=g["grad_sqnorm"],
+                sigma_norm=g["sigma_norm"], sigma2_norm=g["sigma2_norm"], speed=per["speed"][i],
+            ))
+        big_b = int(b.sum())
+        glob = GlobalWindow(
+            window=self.window, iteration=self.trainer.iteration, epoch=self.sampler.epochs_done,
+            elapsed_s=self.elapsed_s, global_batch=big_b, lr=lr,
+            train_loss=float(np.dot(sums["loss"], b)) / (iters * big_b),
+            train_acc=float(sums["correct"].sum()) / (iters * big_b),
+            agg_grad_sqnorm=agg_sq_sum / iters, test_acc=self.test_acc, test_loss=self.test_loss,
+            n_workers=self.n_workers,
+        )
+        self.window += 1
+        return workers, glob
