@@ -43,6 +43,7 @@ from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyConte
 from dynamix.rpc.validate import (
     RUN_FIELDS,
     FailedPrecondition,
+    InvalidArgument,
     Registration,
     check_agreement,
     check_global,
@@ -258,6 +259,8 @@ class Arbitrator:
         if run is None or run.run_id != run_id:
             current = run.run_id if run else None
             raise FailedPrecondition(f"run_id {run_id[:300]!r} is not the current run ({current!r}): register")
+        if not 0 <= rank < run.reg.world_size:
+            raise InvalidArgument(f"rank = {rank} is out of range: must be in [0, {run.reg.world_size - 1}]")
         if rank not in run.registered:
             raise FailedPrecondition(f"rank {rank} is not registered in run {run_id!r}: register first")
         return run
