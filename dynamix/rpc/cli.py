@@ -60,8 +60,11 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit("--tls-cert and --tls-key go together")
     tls = (args.tls_key.read_bytes(), args.tls_cert.read_bytes()) if args.tls_cert else None
     arbitrator = Arbitrator(make_policy(spec), RunSettings.from_config(cfg))
-    server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
-                              max_threads=cfg.arbitrator.max_threads)
+    try:
+        server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
+                                  max_threads=cfg.arbitrator.max_threads)
+    except (ValueError, OSError) as exc:
+        raise SystemExit(f"dynamix arbitrator serve: {exc}")
     print(f"arbitrator listening on {server.target}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
