@@ -227,3 +227,17 @@ def test_unknown_worker_and_run_are_failed_preconditions():
         arb.report(arb.session_id, "test-run", w, g)
     with pytest.raises(FailedPrecondition, match="not the current run"):
         arb.report(arb.session_id, "nope", w, g)
+
+
+def test_workers_restarting_the_same_run_reset_it_and_resuming_from_a_checkpoint_rewinds_it():
+    policy = Recorder()
+    arb = start(2, policy)
+    for t in range(3):
+        report_all(arb, t, [64, 64])
+    arb.register(dataclasses.replace(registration(0, 2), next_window=1, current_batch_size=128))  # resumed
+    assert report_all(arb, 1, [128, 128])[0].batch_sizes == (256, 256)  # window 1 decided again
+    assert len(policy.seen) == 4
+    for r in range(2):  # a fresh start of the same run id: window 0 is accepted again
+        arb.register(registration(r, 2))
+    assert report_all(arb, 0, [64, 64])[1].batch_sizes == (128, 128)
+    assert [glob.window for _, glob in policy.seen] == [0, 1, 2, 1, 0]

@@ -19,6 +19,10 @@ Runs and restarts: the arbitrator serves one run at a time. Every process start 
 ``session_id``; a report carrying another session is refused with FAILED_PRECONDITION, the worker
 re-registers (saying which window comes next and its current size) and training continues. Policy
 state is not persisted across arbitrator restarts: the policy is reset for the re-registered run.
+The other way round, when the *workers* restart: a registration saying "next window 0" for a run that
+already decided windows starts that run afresh (policy reset); one saying "next window w" with w at
+or before the last decided window rewinds the run to w (training resumed from a checkpoint; the
+policy keeps its state).
 
 RL training mode (the agent issue): pass ``on_decision``, called as ``on_decision(workers, glob,
 decision)`` after every decision in window order; the learner builds transitions from it. Exceptions
@@ -184,13 +188,24 @@ class Arbitrator:
                         f"{self.settings.idle_run_timeout_s} s of silence"
                     )
                 run = self._start_run(reg)
+            elif reg.next_window == 0 and run.last_window >= 0:
+                log.warning("run %s starts again from window 0 (was at window %d): resetting it",
+                            reg.run_id, run.last_window)
+                run = self._start_run(reg)
             else:
-                for name in RUN_FIELDS:
+                # a worker re-joining mid-run (after our restart, or its own) may not know the run's
+                # first-window sizes; only a fresh worker must agree on every run-wide field
+                for name in RUN_FIELDS if reg.next_window == 0 else ("world_size",):
                     mine, theirs = getattr(reg, name), getattr(run.reg, name)
                     if mine != theirs:
                         raise FailedPrecondition(
                             f"{name} = {mine!r} is inconsistent with run {run.run_id!r}, which has {theirs!r}"
                         )
+                if 0 < reg.next_window <= run.last_window:
+                    log.warning("run %s rewinds to window %d (was at %d): resumed from a checkpoint?",
+                                reg.run_id, reg.next_window, run.last_window)
+                    run.last_window, run.last_outcome, run.pending = reg.next_window - 1, None, None
+                    self._cond.notify_all()
             run.registered.add(reg.rank)
             run.left.discard(reg.rank)
             run.inactive.discard(reg.rank)
@@ -229,8 +244,9 @@ class Arbitrator:
         self.policy.reset(ctx)
         initial = self._checked(self.policy.initial(ctx), reg.world_size)
         run = _Run(reg=reg, ctx=ctx, sizes=list(initial.batch_sizes), last_window=reg.next_window - 1)
-        if self._run is not None:
+        if self._run is not None and self._run.run_id != reg.run_id:
             log.warning("run %s replaces run %s", reg.run_id, self._run.run_id)
+        self._cond.notify_all()  # reports waiting in the old run's barrier give up
         log.info("run %s started: %d workers, policy %s, initial sizes %s",
                  reg.run_id, reg.world_size, self.policy.name, initial.batch_sizes)
         self._run = run
@@ -302,6 +318,8 @@ class Arbitrator:
             if run.expected() <= barrier.reports.keys():
                 self._finalize(run, barrier)
             while barrier.outcome is None:
+                if self._run is not run or run.pending is not barrier:
+                    raise FailedPrecondition(f"window {t} was abandoned: the run restarted or rewound")
                 remaining = barrier.deadline - self.clock()
                 if remaining <= 0:
                     self._finalize(run, barrier)

@@ -7,6 +7,13 @@ are then all-gathered over ``self.group`` so every rank holds the same vector, w
 :class:`~dynamix.data.GlobalSampler` requires, even when only some ranks reached the arbitrator.
 The learning-rate scale is taken from the lowest rank that got an answer (all answers of one window
 carry the same scale); if none did, the previous scale stays.
+
+Constructed by ``dynamix.engine.decisions.make_source(spec, "HOST:PORT", rank, group, **kwargs)``; the
+keyword arguments below are optional. A resumed engine (restored from a checkpoint) calls
+:meth:`decide` without :meth:`initial`: the source then registers on its first report, saying which
+window comes next, so the arbitrator rewinds the run to it (or starts it, after its own restart).
+Call :meth:`close` after the last window so the arbitrator can accept the next run at once
+(otherwise it waits ``arbitrator.idle_run_timeout_s``, or a new run reuses the run id).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import torch.distributed as dist
 
 from dynamix.config import Config
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.base import Decision, PolicyContext
+from dynamix.policies.base import Bounds, Decision, PolicyContext
 from dynamix.rpc.client import ArbitratorClient, ClientSettings
 from dynamix.rpc.validate import Registration
 
@@ -37,12 +44,19 @@ class RemoteDecisionSource:
         rank: int,
         run_id: str = "dynamix",
         cfg: Config | None = None,
+        ctx: PolicyContext | None = None,
         token: str | None = None,
         tls_root_certs: bytes | None = None,
     ) -> None:
+        """``run_id`` names the run on the arbitrator; ``cfg`` supplies the client's deadline and retries
+        (``arbitrator`` section); ``ctx`` the run context when :meth:`initial` is skipped (resume);
+        ``token``: the shared token (default ``$DYNAMIX_ARBITRATOR_TOKEN``); ``tls_root_certs``: PEM
+        roots to verify a TLS arbitrator."""
         self.target = target
         self.rank = rank
         self.run_id = run_id
+        self.cfg = cfg
+        self.ctx = ctx
         self.settings = ClientSettings.from_config(cfg) if cfg is not None else ClientSettings()
         self.token = token
         self.tls_root_certs = tls_root_certs
@@ -52,6 +66,40 @@ class RemoteDecisionSource:
 
     def initial(self, ctx: PolicyContext) -> Decision:
         """Register; the arbitrator's first-window sizes, or the context's when it is unreachable."""
+        self.ctx = ctx
+        self.client = self._client(ctx)
+        welcome = self.client.register()
+        if welcome is not None:
+            _check_settings(welcome.settings, ctx)
+        mine = welcome.batch_size if welcome is not None else ctx.bounds.clamp(ctx.initial_batch_sizes[self.rank])
+        return self._gather(mine, welcome.lr_scale if welcome is not None else None)
+
+    def decide(self, rank: int, windows: list[WorkerWindow], glob: GlobalWindow,
+               current: tuple[int, ...]) -> Decision:
+        """Report this rank's window; everyone's next sizes (a rank that got no answer keeps its own)."""
+        if self.client is None:  # resumed from a checkpoint: register with the first report
+            self.client = self._client(self.ctx or self._resumed_context(current))
+        own = next(w for w in windows if w.rank == rank)
+        answer = self.client.report(own, glob)
+        mine = answer.batch_size if answer is not None else current[rank]
+        return self._gather(mine, answer.lr_scale if answer is not None else None)
+
+    def close(self) -> None:
+        """Leave the run and close the channel (after the last window)."""
+        if self.client is not None:
+            self.client.leave()
+            self.client.close()
+
+    def _resumed_context(self, current: tuple[int, ...]) -> PolicyContext:
+        """Best knowledge of the run without ``initial(ctx)``: only world size must match on rejoin."""
+        if self.cfg is None:
+            return PolicyContext(n_workers=len(current), initial_batch_sizes=tuple(current))
+        b = self.cfg.batch
+        return PolicyContext(n_workers=len(current), initial_batch_sizes=tuple(current), bounds=Bounds(b.min, b.max),
+                             actions=tuple(b.actions), window=b.window, optimizer=self.cfg.optim.name,
+                             seed=self.cfg.train.seed)
+
+    def _client(self, ctx: PolicyContext) -> ArbitratorClient:
         reg = Registration(
             run_id=self.run_id,
             rank=self.rank,
@@ -69,26 +117,7 @@ class RemoteDecisionSource:
                 "speed": 1.0,
             },
         )
-        self.client = ArbitratorClient(self.target, reg, self.settings, self.token, self.tls_root_certs)
-        welcome = self.client.register()
-        if welcome is not None:
-            _check_settings(welcome.settings, ctx)
-        mine = welcome.batch_size if welcome is not None else ctx.bounds.clamp(ctx.initial_batch_sizes[self.rank])
-        return self._gather(mine, welcome.lr_scale if welcome is not None else None)
-
-    def decide(self, rank: int, windows: list[WorkerWindow], glob: GlobalWindow,
-               current: tuple[int, ...]) -> Decision:
-        """Report this rank's window; everyone's next sizes (a rank that got no answer keeps its own)."""
-        own = next(w for w in windows if w.rank == rank)
-        answer = self.client.report(own, glob)
-        mine = answer.batch_size if answer is not None else current[rank]
-        return self._gather(mine, answer.lr_scale if answer is not None else None)
-
-    def close(self) -> None:
-        """Leave the run and close the channel (after the last window)."""
-        if self.client is not None:
-            self.client.leave()
-            self.client.close()
+        return ArbitratorClient(self.target, reg, self.settings, self.token, self.tls_root_certs)
 
     def _gather(self, batch_size: int, lr_scale: float | None) -> Decision:
         mine = torch.tensor([float(batch_size), lr_scale or 0.0, float(lr_scale is not None)], dtype=torch.float64)
