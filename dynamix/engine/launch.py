@@ -1,0 +1,183 @@
+"""``dynamix launch``: build and run the ``torchrun`` command for the distributed engine.
+
+Single machine (N worker processes; ``--arch ps`` adds ``engine.num_servers`` server processes)::
+
+    dynamix launch --nproc 4 --cluster clusters/engine-straggler-4.yaml --policy static:64 \\
+        --out results/engine/demo --set train.max_iters=200
+
+Several machines: run the same command on every node with torchrun's standard rendezvous arguments;
+``--nproc`` is then the processes per node (servers included) and the last ``engine.num_servers``
+ranks are the servers::
+
+    dynamix launch --nnodes 2 --node-rank 0 --nproc 2 --rdzv-endpoint HOST0:29400 --rdzv-id run1 ...
+    dynamix launch --nnodes 2 --node-rank 1 --nproc 2 --rdzv-endpoint HOST0:29400 --rdzv-id run1 ...
+
+(``--out`` must be on a file system every node sees when checkpoints are used: every rank reads the
+checkpoint on restart.) ``--max-restarts R`` lets torchrun restart the whole group after a rank dies;
+it resumes from ``OUT/checkpoint.pt``.
+
+The resolved config is written to ``OUT/config.json`` (and the cluster spec to ``OUT/cluster.yaml``),
+which the ranks read (``python -m dynamix.engine``), so every rank trains the same configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from dynamix import cluster as cluster_mod
+from dynamix import config as config_mod
+from dynamix.config import Config
+
+log = logging.getLogger(__name__)
+
+
+def world_size(cfg: Config, nproc: int) -> int:
+    """Processes for ``nproc`` workers: parameter servers are extra processes."""
+    return nproc + (cfg.engine.num_servers if cfg.engine.arch == "ps" else 0)
+
+
+def prepare(cfg: Config, out_dir: str | Path, spec: cluster_mod.ClusterSpec | None) -> tuple[Path, Path | None]:
+    """Write OUT/config.json (and OUT/cluster.yaml): what every rank reads."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg_path = out / "config.json"
+    cfg_path.write_text(json.dumps(cfg.to_dict(), indent=2, default=list) + "\n")
+    spec_path = None
+    if spec is not None:
+        spec_path = out / "cluster.yaml"
+        spec_path.write_text(yaml.safe_dump(cluster_mod.to_yaml_dict(spec), sort_keys=False))
+    return cfg_path, spec_path
+
+
+def build_torchrun_command(cfg_path: Path, out_dir: Path, nproc: int, *, spec_path: Path | None = None,
+                           policy_spec: str | None = None, arbitrator: str | None = None,
+                           initial_sizes: tuple[int, ...] | None = None, max_restarts: int = 0,
+                           nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
+                           rdzv_id: str = "dynamix", progress: bool = False) -> list[str]:
+    """The torchrun command line (``nproc`` processes on this node)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+           f"--max-restarts={max_restarts}"]
+    if nnodes > 1:
+        if not rdzv_endpoint:
+            raise ValueError("--rdzv-endpoint HOST:PORT is required with --nnodes > 1")
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={rdzv_id}"]
+    else:
+        cmd += ["--standalone"]
+    cmd += ["-m", "dynamix.engine", "--config", str(cfg_path), "--out", str(out_dir)]
+    if spec_path is not None:
+        cmd += ["--cluster", str(spec_path)]
+    if policy_spec:
+        cmd += ["--policy", policy_spec]
+    if arbitrator:
+        cmd += ["--arbitrator", arbitrator]
+    if initial_sizes:
+        cmd += ["--initial", ",".join(str(b) for b in initial_sizes)]
+    if progress:
+        cmd += ["--progress"]
+    return cmd
+
+
+def _spawn_rank(rank: int, cfg_dict: dict, out_dir: str, spec: cluster_mod.ClusterSpec | None,
+                policy_spec: str | None, arbitrator: str | None, initial_sizes: tuple[int, ...] | None) -> dict | None:
+    from dynamix.engine.worker import Engine
+
+    cfg = config_mod.build(Config, cfg_dict)
+    return Engine(cfg, out_dir, spec, policy_spec, arbitrator, initial_sizes).run()
+
+
+def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: str | None, out_dir: str | Path,
+              nproc: int, *, method: str = "torchrun", arbitrator: str | None = None,
+              initial_sizes: tuple[int, ...] | None = None, max_restarts: int = 0,
+              timeout_s: float = 3600.0, progress: bool = False) -> dict:
+    """Train with ``nproc`` local workers; returns the run's summary (also in OUT/summary.json).
+
+    ``method="torchrun"`` runs the real launcher in a subprocess (supports ``max_restarts``);
+    ``method="spawn"`` starts the ranks with :func:`dynamix.engine.testing.spawn_world` (tests).
+    """
+    out = Path(out_dir)
+    if method == "spawn":
+        from dynamix.engine.testing import spawn_world
+
+        out.mkdir(parents=True, exist_ok=True)
+        results = spawn_world(_spawn_rank, world_size(cfg, nproc), cfg.to_dict(), str(out), spec, policy_spec,
+                              arbitrator, initial_sizes, timeout_s=timeout_s)
+        return results[0]
+    if method != "torchrun":
+        raise ValueError(f"method = {method!r} is not allowed: must be one of torchrun, spawn")
+    cfg_path, spec_path = prepare(cfg, out, spec)
+    cmd = build_torchrun_command(cfg_path, out, world_size(cfg, nproc), spec_path=spec_path,
+                                 policy_spec=policy_spec, arbitrator=arbitrator, initial_sizes=initial_sizes,
+                                 max_restarts=max_restarts, progress=progress)
+    log.info("running %s", " ".join(cmd))
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    subprocess.run(cmd, check=True, timeout=timeout_s, env=env)
+    return json.loads((out / "summary.json").read_text())
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dynamix.train.cli import add_config_arguments
+
+    add_config_arguments(parser)
+    parser.add_argument("--nproc", type=int, help="worker processes (default: engine.world_size); with "
+                        "--nnodes > 1: processes on this node")
+    parser.add_argument("--arch", choices=("ring", "ps"), help="synchronisation (default: engine.arch)")
+    parser.add_argument("--cluster", help="cluster spec YAML for heterogeneity emulation, or 'none' "
+                        "(default: engine.cluster)")
+    parser.add_argument("--policy", help="batch-size policy spec (default: policy.spec)")
+    parser.add_argument("--arbitrator", metavar="HOST:PORT", help="ask a gRPC arbitrator instead of a local policy")
+    parser.add_argument("--initial", help="initial per-worker batch sizes, comma-separated")
+    parser.add_argument("--out", required=True, help="output folder (runs.csv, summary.json, checkpoint.pt)")
+    parser.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a rank fails")
+    parser.add_argument("--nnodes", type=int, default=1, help="machines (multi-node rendezvous)")
+    parser.add_argument("--node-rank", type=int, default=0, help="this machine's index, 0..nnodes-1")
+    parser.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
+    parser.add_argument("--rdzv-id", default="dynamix", help="rendezvous id shared by the nodes of one run")
+    parser.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
+
+
+def parse_sizes(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"--initial {text!r} must be comma-separated integers, e.g. 64,64,32") from None
+
+
+def main(args: argparse.Namespace) -> int:
+    overrides = list(args.overrides)
+    if args.arch:
+        overrides.append(f"engine.arch={args.arch}")
+    cfg = config_mod.load(args.params, args.profile, overrides)
+    nproc = args.nproc or cfg.engine.world_size
+    spec_arg = args.cluster if args.cluster is not None else cfg.engine.cluster
+    spec = None if spec_arg in ("", "none") else cluster_mod.load(spec_arg)
+    out = Path(args.out)
+    cfg_path, spec_path = prepare(cfg, out, spec)
+    procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
+    cmd = build_torchrun_command(cfg_path, out, procs, spec_path=spec_path, policy_spec=args.policy,
+                                 arbitrator=args.arbitrator, initial_sizes=parse_sizes(args.initial),
+                                 max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
+                                 rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    rc = subprocess.run(cmd, env=env).returncode
+    if rc == 0 and (out / "summary.json").exists():
+        print((out / "summary.json").read_text())
+    return rc
