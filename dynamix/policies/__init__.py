@@ -1,4 +1,17 @@
-"""Batch-size policies behind one interface; importing this registers the built-in ones."""
+"""Batch-size policies behind one interface; importing this registers the built-in ones.
+
+Spec strings (CLI ``--policy``, ``params.yaml`` ``policy.spec``, the arbitrator), arguments optional:
+
+- ``static`` or ``static:64``: every worker at b (:mod:`.static`);
+- ``lbbsp:deadband=0.05,history=8,decay=0.7``: keep B, split it by fitted speed (:mod:`.lbbsp`);
+- ``gns:refit=50,gain=0.05,smoothing=0.98``: Pollux goodput with the AdaScale LR gain (:mod:`.gns`);
+- ``ramp:factor=2,every=200`` or ``ramp:epochs=1``: multiply b every N iterations/epochs (:mod:`.ramp`);
+- ``dynamix:PATH``: the trained RL arbitrator (:mod:`dynamix.rl`).
+
+Shared pieces: :mod:`.allocation` (equal-finish split of a global batch, pure functions),
+:mod:`.timing` (online per-worker time fits), :mod:`.synthetic` (a closed-loop toy cluster with a
+known gradient noise scale, for tests and benchmarks).
+"""
 
 from dynamix.policies import gns, lbbsp, ramp, static  # noqa: F401
 from dynamix.policies.base import (  # noqa: F401

@@ -174,8 +174,9 @@ class GnsOptions:
 class GnsPolicy(BatchSizePolicy):
     name = "gns"
 
-    def __init__(self, options: GnsOptions = GnsOptions()) -> None:
+    def __init__(self, options: GnsOptions = GnsOptions(), name: str = "gns") -> None:
         self.options = options
+        self.name = name  # the spec string: distinguishes runs with different arguments
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
@@ -227,9 +228,9 @@ class GnsPolicy(BatchSizePolicy):
             sizes = self.splitter.split(target, current)
             self.diagnostics = {
                 "iteration": float(glob.iteration),
-                "b_simple": self.estimator.b_simple,
-                "grad_sqr": self.estimator.grad_sqr,
-                "trace": self.estimator.trace,
+                "b_simple": float(self.estimator.b_simple),
+                "grad_sqr": float(self.estimator.grad_sqr),
+                "trace": float(self.estimator.trace),
                 "goodput_current": good_cur,
                 "goodput_best": float(good.max()),
                 "global_batch": float(sum(sizes)),
@@ -252,4 +253,4 @@ class GnsPolicy(BatchSizePolicy):
 
 @register("gns")
 def _make(arg: str) -> GnsPolicy:
-    return GnsPolicy(parse_spec_args("gns", arg, GnsOptions))
+    return GnsPolicy(parse_spec_args("gns", arg, GnsOptions), f"gns:{arg}" if arg else "gns")

@@ -68,8 +68,9 @@ class SpeedSplitter:
 class LbbspPolicy(BatchSizePolicy):
     name = "lbbsp"
 
-    def __init__(self, options: LbbspOptions = LbbspOptions()) -> None:
+    def __init__(self, options: LbbspOptions = LbbspOptions(), name: str = "lbbsp") -> None:
         self.options = options
+        self.name = name  # the spec string: distinguishes runs with different arguments
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
@@ -98,4 +99,4 @@ class LbbspPolicy(BatchSizePolicy):
 
 @register("lbbsp")
 def _make(arg: str) -> LbbspPolicy:
-    return LbbspPolicy(parse_spec_args("lbbsp", arg, LbbspOptions))
+    return LbbspPolicy(parse_spec_args("lbbsp", arg, LbbspOptions), f"lbbsp:{arg}" if arg else "lbbsp")

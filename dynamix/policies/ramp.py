@@ -45,8 +45,9 @@ class RampOptions:
 class RampPolicy(BatchSizePolicy):
     name = "ramp"
 
-    def __init__(self, options: RampOptions = RampOptions(every=DEFAULT_EVERY)) -> None:
+    def __init__(self, options: RampOptions = RampOptions(every=DEFAULT_EVERY), name: str = "ramp") -> None:
         self.options = options
+        self.name = name  # the spec string: distinguishes runs with different arguments
 
     def steps(self, glob: GlobalWindow) -> int:
         """Ramp steps n taken by the progress reported in ``glob``."""
@@ -68,7 +69,8 @@ class RampPolicy(BatchSizePolicy):
 
 @register("ramp")
 def _make(arg: str) -> RampPolicy:
+    name = f"ramp:{arg}" if arg else "ramp"
     keys = {part.partition("=")[0].strip() for part in arg.split(",")}
     if not keys & {"every", "epochs"}:
         arg = f"{arg},every={DEFAULT_EVERY}" if arg else f"every={DEFAULT_EVERY}"
-    return RampPolicy(parse_spec_args("ramp", arg, RampOptions))
+    return RampPolicy(parse_spec_args("ramp", arg, RampOptions), name)
