@@ -3,7 +3,6 @@ restart and reconnection, and the serve command."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 from dynamix import paths
 from dynamix.policies import make_policy
 from dynamix.rpc import convert
-from dynamix.rpc.arbitrator import RunSettings
+from dynamix.rpc.arbitrator import Arbitrator, RunSettings
 from dynamix.rpc.client import ArbitratorClient, ClientSettings
 from dynamix.rpc.server import ArbitratorServer, SERVICE_NAME
 from dynamix.rpc.testing import local_server, registration, sample_report
@@ -223,8 +222,7 @@ def test_client_never_waits_past_its_deadline_on_a_stuck_arbitrator():
 def test_arbitrator_restart_workers_fail_open_then_reconnect_and_decisions_resume(caplog):
     port = free_port()
     settings = RunSettings(barrier_timeout_s=5.0)
-    first = ArbitratorServer(__import__("dynamix.rpc.arbitrator", fromlist=["Arbitrator"]).Arbitrator(
-        make_policy("static:128"), settings), port=port)
+    first = ArbitratorServer(Arbitrator(make_policy("static:128"), settings), port=port)
     clients = [ArbitratorClient(f"127.0.0.1:{port}", registration(r, 2), fast()) for r in range(2)]
     assert [c.register().batch_size for c in clients] == [128, 128]
     assert [a.batch_size for a in rounds(clients, 0, [128, 128])] == [128, 128]
@@ -253,8 +251,7 @@ def test_arbitrator_restart_workers_fail_open_then_reconnect_and_decisions_resum
 
 def test_non_loopback_bind_requires_token_or_tls():
     with pytest.raises(ValueError, match="requires a shared token"):
-        ArbitratorServer(__import__("dynamix.rpc.arbitrator", fromlist=["Arbitrator"]).Arbitrator(
-            make_policy("static")), host="0.0.0.0")
+        ArbitratorServer(Arbitrator(make_policy("static")), host="0.0.0.0")
 
 
 def test_token_is_required_on_every_call_when_set():
@@ -277,8 +274,6 @@ def test_tls_server_and_client(tmp_path):
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                     "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    from dynamix.rpc.arbitrator import Arbitrator
-
     server = ArbitratorServer(Arbitrator(make_policy("static:64")), "127.0.0.1", 0,
                               tls=(key.read_bytes(), cert.read_bytes()))
     try:
