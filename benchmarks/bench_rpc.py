@@ -115,7 +115,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     server = subprocess.Popen(
         [sys.executable, "-m", "dynamix.cli", "arbitrator", "serve", "--port", "0", "--policy", "static:64",
-         "-o", "arbitrator.barrier_timeout_s=5.0", "-o", "arbitrator.idle_run_timeout_s=0"],
+         "--set", "arbitrator.barrier_timeout_s=5.0", "--set", "arbitrator.idle_run_timeout_s=0"],
         cwd=paths.ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         target = server.stdout.readline().split()[-1]

@@ -75,7 +75,7 @@ def test_engine_trains_with_the_sizes_the_arbitrator_decides(tmp_path, n_workers
 
 def _serve(port: int, spec: str) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "dynamix.cli", "arbitrator", "serve", "--port", str(port),
-                             "--policy", spec, "--profile", "smoke", "-o", "batch.window=5"],
+                             "--policy", spec, "--profile", "smoke", "--set", "batch.window=5"],
                             cwd=paths.ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout.readline().startswith("arbitrator listening on")
     return proc

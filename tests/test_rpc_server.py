@@ -294,7 +294,7 @@ def test_tls_server_and_client(tmp_path):
 def test_serve_command_prints_its_port_serves_and_stops_on_sigterm():
     proc = subprocess.Popen(
         [sys.executable, "-m", "dynamix.cli", "arbitrator", "serve", "--port", "0", "--policy", "static:96",
-         "-o", "arbitrator.barrier_timeout_s=0.5"],
+         "--set", "arbitrator.barrier_timeout_s=0.5"],
         cwd=paths.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

@@ -3,11 +3,11 @@
 Examples::
 
     dynamix arbitrator serve --policy static:128 --port 0      # prints the chosen port
-    dynamix arbitrator serve --policy lbbsp --profile smoke -o arbitrator.barrier_timeout_s=0.5
+    dynamix arbitrator serve --policy lbbsp --profile smoke --set arbitrator.barrier_timeout_s=0.5
     DYNAMIX_ARBITRATOR_TOKEN=secret dynamix arbitrator serve --host 0.0.0.0 --port 50051 --policy gns
 
 Run settings (window k, bounds, actions) come from the ``batch`` section and the server's timing
-from the ``arbitrator`` section of params.yaml (profile and ``-o section.key=value`` overrides), so
+from the ``arbitrator`` section of params.yaml (profile and ``--set section.key=value`` overrides), so
 start workers from the same profile and overrides. The first stdout line is
 ``arbitrator listening on HOST:PORT`` (flushed) so scripts can wait for it.
 """
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from dynamix import config
 from dynamix.policies import make_policy
+from dynamix.train.cli import add_config_arguments
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         "(default: policy.spec of the profile)")
     serve.add_argument("--host", help="bind address (default: arbitrator.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: arbitrator.port)")
-    serve.add_argument("--profile", help="params.yaml profile (default: its `profile` key)")
-    serve.add_argument("--params", help="path to params.yaml (default: the repository's)")
-    serve.add_argument("-o", "--override", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                       help="config override, repeatable")
+    add_config_arguments(serve)
     serve.add_argument("--token-file", type=Path, help="file holding the shared token "
                                                         "(default: $DYNAMIX_ARBITRATOR_TOKEN)")
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
@@ -48,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     from dynamix.rpc.arbitrator import Arbitrator, RunSettings
     from dynamix.rpc.server import TOKEN_ENV, ArbitratorServer
 
-    overrides = list(args.override)
+    overrides = list(args.overrides)
     if args.host is not None:
         overrides.append(f"arbitrator.host={args.host}")
     if args.port is not None:
