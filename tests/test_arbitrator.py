@@ -241,3 +241,41 @@ def test_workers_restarting_the_same_run_reset_it_and_resuming_from_a_checkpoint
         arb.register(registration(r, 2))
     assert report_all(arb, 0, [64, 64])[1].batch_sizes == (128, 128)
     assert [glob.window for _, glob in policy.seen] == [0, 1, 2, 1, 0]
+
+
+class Counting(Recorder):
+    """A stateful policy: counts its decisions; the count is its checkpointable state."""
+
+    name = "counting"
+
+    def reset(self, ctx):
+        super().reset(ctx)
+        self.count = 0
+
+    def decide(self, workers, glob):
+        self.count += 1
+        return Decision(tuple(32 + self.count for _ in workers))
+
+    def state_dict(self):
+        return {"count": self.count}
+
+    def load_state_dict(self, state):
+        self.count = state["count"]
+
+
+def test_policy_state_survives_an_arbitrator_restart_with_a_store(tmp_path):
+    from dynamix.rpc.state import PolicyStateStore
+
+    store = PolicyStateStore(tmp_path / "policy.pt")
+    arb = start(2, Counting(), store=store)
+    for t in range(3):
+        report_all(arb, t, [64, 64])
+    store.close()  # the process dies after its last write
+    restarted = Arbitrator(Counting(), RunSettings(barrier_timeout_s=5.0), store=PolicyStateStore(tmp_path / "policy.pt"))
+    for r in range(2):
+        restarted.register(dataclasses.replace(registration(r, 2), next_window=3, current_batch_size=35))
+    assert report_all(restarted, 3, [35, 35])[0].batch_sizes == (36, 36)  # 4th decision, not a cold 1st
+    cold = Arbitrator(Counting(), RunSettings(barrier_timeout_s=5.0))
+    for r in range(2):
+        cold.register(dataclasses.replace(registration(r, 2), next_window=3, current_batch_size=35))
+    assert report_all(cold, 3, [35, 35])[0].batch_sizes == (33, 33)  # control: without a store it starts over

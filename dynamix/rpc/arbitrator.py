@@ -17,8 +17,9 @@ is not called for that window and everyone keeps their current size.
 
 Runs and restarts: the arbitrator serves one run at a time. Every process start draws a new
 ``session_id``; a report carrying another session is refused with FAILED_PRECONDITION, the worker
-re-registers (saying which window comes next and its current size) and training continues. Policy
-state is not persisted across arbitrator restarts: the policy is reset for the re-registered run.
+re-registers (saying which window comes next and its current size) and training continues. Without
+a :class:`~dynamix.rpc.state.PolicyStateStore` the policy starts cold for the re-registered run; with
+one, its state after the last decision is restored.
 The other way round, when the *workers* restart: a registration saying "next window 0" for a run that
 already decided windows starts that run afresh (policy reset); one saying "next window w" with w at
 or before the last decided window rewinds the run to w (training resumed from a checkpoint; the
@@ -31,6 +32,7 @@ in the hook are logged and never reach workers.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
@@ -44,6 +46,7 @@ from typing import Callable, Sequence
 from dynamix.config import Config
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext
+from dynamix.rpc.state import PolicyStateStore
 from dynamix.rpc.validate import (
     RUN_FIELDS,
     FailedPrecondition,
@@ -160,10 +163,12 @@ class Arbitrator:
         settings: RunSettings = RunSettings(),
         on_decision: OnDecision | None = None,
         clock: Callable[[], float] = time.monotonic,
+        store: PolicyStateStore | None = None,
     ) -> None:
         self.policy = policy
         self.settings = settings
         self.on_decision = on_decision
+        self.store = store
         self.clock = clock
         self.session_id = uuid.uuid4().hex
         self._cond = threading.Condition()
@@ -243,7 +248,17 @@ class Arbitrator:
         )
         self.policy.reset(ctx)
         initial = self._checked(self.policy.initial(ctx), reg.world_size)
-        run = _Run(reg=reg, ctx=ctx, sizes=list(initial.batch_sizes), last_window=reg.next_window - 1)
+        sizes = list(initial.batch_sizes)
+        saved = self.store.load() if self.store is not None and reg.next_window > 0 else None
+        if saved is not None and (saved["run_id"], saved["world_size"], saved["policy"]) == (
+                reg.run_id, reg.world_size, self.policy.name):
+            ctx = saved["ctx"]
+            self.policy.reset(ctx)
+            self.policy.load_state_dict(saved["policy_state"])
+            sizes = list(saved["sizes"])
+            log.info("run %s: policy state restored from window %d (%s)", reg.run_id, saved["window"],
+                     self.store.path)
+        run = _Run(reg=reg, ctx=ctx, sizes=sizes, last_window=reg.next_window - 1)
         if self._run is not None and self._run.run_id != reg.run_id:
             log.warning("run %s replaces run %s", reg.run_id, self._run.run_id)
         self._cond.notify_all()  # reports waiting in the old run's barrier give up
@@ -383,6 +398,12 @@ class Arbitrator:
         if outcome.decision is not None:
             run.sizes = list(outcome.decision.batch_sizes)
             self.decisions += 1
+            if self.store is not None:
+                self.store.put({
+                    "run_id": run.run_id, "world_size": n, "policy": self.policy.name, "ctx": run.ctx,
+                    "window": barrier.window, "sizes": tuple(run.sizes),
+                    "policy_state": copy.deepcopy(self.policy.state_dict()),
+                })
             log.debug("run %s: window %d -> %s", run.run_id, barrier.window, outcome.decision.batch_sizes)
         barrier.outcome = outcome
         run.last_outcome = outcome

@@ -40,11 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                         "(default: $DYNAMIX_ARBITRATOR_TOKEN)")
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
+    serve.add_argument("--state-file", type=Path, help="persist the policy's state after every decision and "
+                                                       "restore it when workers re-join after a restart")
 
 
 def main(args: argparse.Namespace) -> int:
     from dynamix.rpc.arbitrator import Arbitrator, RunSettings
     from dynamix.rpc.server import TOKEN_ENV, ArbitratorServer
+    from dynamix.rpc.state import PolicyStateStore
 
     overrides = list(args.overrides)
     if args.host is not None:
@@ -57,7 +60,8 @@ def main(args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("--tls-cert and --tls-key go together")
     tls = (args.tls_key.read_bytes(), args.tls_cert.read_bytes()) if args.tls_cert else None
-    arbitrator = Arbitrator(make_policy(spec), RunSettings.from_config(cfg))
+    store = PolicyStateStore(args.state_file) if args.state_file else None
+    arbitrator = Arbitrator(make_policy(spec), RunSettings.from_config(cfg), store=store)
     try:
         server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
                                   max_threads=cfg.arbitrator.max_threads)
@@ -70,4 +74,6 @@ def main(args: argparse.Namespace) -> int:
     stop.wait()
     log.info("shutting down after %d decisions", arbitrator.decisions)
     server.stop()
+    if store is not None:
+        store.close()
     return 0
