@@ -11,7 +11,9 @@ traceback; a world that does not finish within ``timeout_s`` is killed and raise
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
+import pickle
 import queue
 import socket
 import time
@@ -20,7 +22,6 @@ from datetime import timedelta
 from typing import Any, Callable
 
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 
 class WorldTimeout(TimeoutError):
@@ -40,7 +41,7 @@ def _child(fn: Callable, rank: int, world: int, port: int, args: tuple, results:
     try:
         dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
         out = fn(rank, *args)
-        results.put((rank, True, out))
+        results.put((rank, True, pickle.dumps(out)))  # by value: the rank may exit before it is read
     except BaseException:  # report any failure to the parent instead of hanging it
         results.put((rank, False, traceback.format_exc()))
     finally:
@@ -68,7 +69,7 @@ def spawn_world(fn: Callable, nproc: int, *args: Any, timeout_s: float = 120.0) 
                                    f"(finished: {sorted(out)})") from None
             if not ok:
                 raise RuntimeError(f"rank {rank} failed:\n{value}")
-            out[rank] = value
+            out[rank] = pickle.loads(value)
     finally:
         for p in procs:
             p.join(timeout=5 if len(out) == nproc else 0.1)

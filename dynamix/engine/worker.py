@@ -123,6 +123,8 @@ class Engine:
                  metrics_source: str = "auto") -> None:
         self.cfg, self.device, self.progress = cfg, device, progress
         self.out = Path(out_dir) if out_dir is not None else None
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.layout = Layout.for_world(cfg, self.world)
         n, S = self.layout.n_workers, self.layout.n_servers
@@ -175,22 +177,37 @@ class Engine:
     # ---------------------------------------------------------------------------------------------
     def run(self) -> dict | None:
         """Train to the configured budget; returns the summary on rank 0 (None elsewhere)."""
-        n = self.layout.n_workers
         if self.is_server:
-            box = [None]
-            dist.broadcast_object_list(box, src=0)
-            s = self.rank - n
-            st = self.state
-            if st is not None:
-                self.model.load_state_dict(st["model"])
-            server = ParameterServer(self.model, s, self.layout.n_servers, self.rank, self.server_groups[s],
-                                     self.cfg.optim, box[0], st["iteration"] if st else 0,
-                                     st["opt"][s] if st else None)
-            server.serve()
+            self.serve()
             return None
+        self.start()
+        summary = self._loop()
+        self.finish()
+        return summary
+
+    def serve(self) -> int:
+        """Server ranks: hold this rank's parameter shard until the workers send STOP."""
+        box = [None]
+        dist.broadcast_object_list(box, src=0)  # total iterations, for the lr schedule
+        s, st = self.rank - self.layout.n_workers, self.state
+        if st is not None:
+            self.model.load_state_dict(st["model"])
+        server = ParameterServer(self.model, s, self.layout.n_servers, self.rank, self.server_groups[s],
+                                 self.cfg.optim, box[0], st["iteration"] if st else 0, st["opt"][s] if st else None)
+        return server.serve()
+
+    def start(self) -> None:
+        """Workers: first decision (or resume from the checkpoint); tell the servers the schedule length."""
         self._start_or_resume()
-        dist.broadcast_object_list([self.total_iters], src=0)  # servers need it for the lr schedule
-        return self._loop()
+        dist.broadcast_object_list([self.total_iters], src=0)
+
+    def finish(self) -> None:
+        """Workers: release the servers and the decision source."""
+        if self.layout.n_servers:
+            self.sync.stop()
+        close = getattr(self.source, "close", None)
+        if close is not None:
+            close()
 
     def _start_or_resume(self) -> None:
         st = self.state
@@ -318,8 +335,6 @@ class Engine:
             if ckpt:
                 self._checkpoint()
         bar.close()
-        if self.layout.n_servers:
-            self.sync.stop()
         return self._summary() if self.rank == 0 else None
 
     def _end_window(self, agg_grad_sqnorm: float) -> None:
