@@ -11,6 +11,7 @@ for papers.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -189,4 +190,21 @@ def transfer(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
     """Transfer: time to target on each target workload for the transferred policy, a policy trained
     on the target, and the static baseline."""
     fig = _bars_figure(agg, "pair", "time_to_target_s", "time to target accuracy (s, virtual)", "Policy transfer", hue="policy")
+    return save(fig, stem)
+
+
+def calibration(table: pd.DataFrame, stem: str | Path) -> plt.Figure:
+    """Calibration: measured median compute time per iteration against batch size, per model, with the
+    fitted line t(b) = a + c b (``table``: prepare's summary.csv, JSON lists in two columns)."""
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for row in table.itertuples():
+        b = np.asarray(json.loads(row.batch_sizes), float)
+        t = np.asarray(json.loads(row.median_ms), float)
+        (line,) = ax.plot(b, t, "o", label=f"{row.model} (w {row.width:g}), R² = {row.r2:.3f}")
+        grid = np.linspace(0, b.max(), 50)
+        ax.plot(grid, row.a_ms + row.c_ms_per_sample * grid, "-", color=line.get_color(), alpha=0.7)
+    ax.set_xlabel("batch size (samples)")
+    ax.set_ylabel("compute time per iteration (ms)")
+    ax.set_title("Simulator calibration: t(b) = a + c·b")
+    ax.legend(fontsize="small")
     return save(fig, stem)
