@@ -168,8 +168,10 @@ class Engine:
         if spec is not None:
             spec = fit_spec(spec, n)
             self.emulator = Emulator(spec, self.rank, self.flat.nbytes, cfg.engine.arch, max(S, 1))
-        self.metrics_s = 0.0  # time spent collecting metrics (grad stats, system counters), for the overhead
-        self.loop_s = 0.0  # time spent in iterations
+        # Seconds spent collecting metrics (gradient statistics, system counters; not the window
+        # all-gather, which decisions need anyway) and in iterations: their ratio is the overhead.
+        self.metrics_s = 0.0
+        self.loop_s = 0.0
 
     def _expect(self) -> dict:
         return {"config_hash": self.cfg.hash(), "world_size": self.world}
@@ -181,7 +183,8 @@ class Engine:
             self.serve()
             return None
         self.start()
-        summary = self._loop()
+        self.train()
+        summary = self._summary() if self.rank == 0 else None
         self.finish()
         return summary
 
@@ -199,6 +202,7 @@ class Engine:
     def start(self) -> None:
         """Workers: first decision (or resume from the checkpoint); tell the servers the schedule length."""
         self._start_or_resume()
+        self._in_window, self._agg_sq_sum = 0, 0.0  # checkpoints are taken at window ends
         dist.broadcast_object_list([self.total_iters], src=0)
 
     def finish(self) -> None:
@@ -293,7 +297,6 @@ class Engine:
         iter_s = time.perf_counter() - t_start
         self.acc.add(iter_s=iter_s, compute_s=compute_s, comm_s=comm_s, wait_s=wait_s, loss=stats.loss,
                      correct=stats.correct, n=stats.n, local_grad=None)
-        self.loop_s += iter_s
         self.elapsed_s += iter_s
         return {"iter_s": iter_s, "compute_s": compute_s, "comm_s": comm_s, "wait_s": wait_s,
                 "agg_grad_sqnorm": agg_sq, "loss": stats.loss, "correct": stats.correct}
@@ -309,41 +312,44 @@ class Engine:
         return float(t[0] / t[2]), float(t[1] / t[2])
 
     # ---------------------------------------------------------------------------------------------
-    def _loop(self) -> dict | None:
+    def train(self, max_steps: int | None = None) -> int:
+        """Iterate until the run's budget is spent, or for at most ``max_steps`` iterations (benchmarks
+        interleave engine and baseline this way); returns the iterations run."""
         cfg, n = self.cfg, self.layout.n_workers
-        k = cfg.batch.window
-        in_window, agg_sq_sum = 0, 0.0
         bar = tqdm(total=cfg.train.max_iters or None, initial=self.trainer.iteration, unit="it", mininterval=1.0,
                    disable=not (self.progress and self.rank == 0), desc=f"engine {cfg.engine.arch} N={n}")
-        while not self.done():
+        steps = 0
+        while not self.done() and (max_steps is None or steps < max_steps):
+            t_loop = time.perf_counter()
             last = self._last_after(sum(self.sizes))
-            window_end = last or in_window + 1 == k
+            window_end = last or self._in_window + 1 == cfg.batch.window
             ckpt = window_end and self.out is not None and (
                 last or self.trainer.iteration + 1 - self.last_ckpt >= cfg.train.checkpoint_every)
             rec = self.step(self.sizes, self.lr_scale, FLAG_CHECKPOINT if ckpt else 0)
-            in_window += 1
-            agg_sq_sum += rec["agg_grad_sqnorm"]
-            it = self.trainer.iteration
+            steps += 1
+            self._in_window += 1
+            self._agg_sq_sum += rec["agg_grad_sqnorm"]
             bar.update(1)
-            if it % cfg.train.eval_every == 0 or last:
+            if self.trainer.iteration % cfg.train.eval_every == 0 or last:
                 self.last_test = self.evaluate()
                 self.best_test_acc = max(self.best_test_acc, self.last_test[1])
                 bar.set_postfix(test_acc=f"{self.last_test[1]:.3f}")
             if window_end:
-                self._end_window(agg_sq_sum / in_window)
-                in_window, agg_sq_sum = 0, 0.0
+                self._end_window(self._agg_sq_sum / self._in_window)
+                self._in_window, self._agg_sq_sum = 0, 0.0
             if ckpt:
                 self._checkpoint()
+            self.loop_s += time.perf_counter() - t_loop
         bar.close()
-        return self._summary() if self.rank == 0 else None
+        return steps
 
     def _end_window(self, agg_grad_sqnorm: float) -> None:
         tm = time.perf_counter()
         speed = self.emulator.speed if self.emulator is not None else 1.0
-        mine = self.acc.close(self.sizes[self.rank], speed)
+        mine = self.acc.close(self.sizes[self.rank], speed, system=self.collect)
+        self.metrics_s += time.perf_counter() - tm
         windows: list[Any] = [None] * self.layout.n_workers
         dist.all_gather_object(windows, mine, group=self.group)
-        self.metrics_s += time.perf_counter() - tm
         global_batch = sum(self.sizes)
         glob = GlobalWindow(
             window=self.window, iteration=self.trainer.iteration, epoch=self.sampler.epochs_done,

@@ -47,9 +47,17 @@ class WindowAccumulator:
         if local_grad is not None:
             self.grads.add(local_grad)
 
-    def close(self, batch_size: int, speed: float = 1.0) -> WorkerWindow:
-        end = self.monitor.sample()
-        rates = SystemMonitor.rates(self._start, end)
+    def close(self, batch_size: int, speed: float = 1.0, system: bool = True) -> WorkerWindow:
+        """The window's WorkerWindow; ``system=False`` skips the system counters (reported as 0)."""
+        if system:
+            end = self.monitor.sample()
+            rates = SystemMonitor.rates(self._start, end)
+            mem = self.monitor.mem_util()
+        else:
+            end = self._start
+            rates = dict.fromkeys(("net_tx_bytes_per_s", "net_rx_bytes_per_s", "tcp_retrans_per_s",
+                                   "cpu_time_ratio"), 0.0)
+            mem = 0.0
         k = max(self.iters, 1)
         iter_ms = 1e3 * self.iter_s / k
         w = WorkerWindow(
@@ -60,7 +68,7 @@ class WindowAccumulator:
             comm_ms=1e3 * self.comm_s / k,
             wait_ms=1e3 * self.wait_s / k,
             throughput_samples_per_s=self.samples / max(self.iter_s, 1e-9),
-            mem_util=self.monitor.mem_util(),
+            mem_util=mem,
             loss=self.loss_sum / max(self.samples, 1),
             batch_acc=self.correct / max(self.samples, 1),
             speed=speed,
