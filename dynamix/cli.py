@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("dynamix.sim.cli_simulate", "train on a virtual cluster: real learning, modelled time"),
     "run": ("dynamix.experiments.cli", "run one experiment (a notebook's computation) and draw its figures"),
     "arbitrator": ("dynamix.rpc.cli", "serve batch-size decisions to distributed workers over gRPC"),
+    "train-policy": ("dynamix.rl.train", "train the DYNAMIX PPO agent on randomised virtual clusters"),
+    "evaluate": ("dynamix.rl.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
 }
 
 

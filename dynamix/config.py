@@ -209,6 +209,10 @@ class ExperimentsConfig:
     n_boot: int = setting(2000, rng(100, 1000000))  # bootstrap resamples for the intervals
     ci: float = setting(0.95, rng(0.5, 0.999))  # interval coverage
     jobs: int = setting(2, rng(1, 256))  # simulations run in parallel, one torch thread each (1: in-process)
+    # Test-set evaluation of every simulated run in the experiments (overrides train.eval_*): frequent
+    # enough that time to target is not quantised by the cadence (large batches do few iterations).
+    eval_every: int = setting(5, rng(1, None))  # iterations between evaluations
+    eval_samples: int = setting(1000, rng(0, None))  # test images per evaluation (0: all)
     baselines: BaselinesExperiment = field(default_factory=BaselinesExperiment)
     policy_training: PolicyTrainingExperiment = field(default_factory=PolicyTrainingExperiment)
     inference: InferenceExperiment = field(default_factory=InferenceExperiment)
@@ -262,6 +266,11 @@ class RLConfig:
     straggler_probability: tuple[float, ...] = setting((0.0, 0.05), rng(0.0, 1.0))  # uniform range
     jitter: tuple[float, ...] = setting((0.0, 0.1), rng(0.0, 1.0))  # uniform range
     event_probability: float = setting(0.5, rng(0.0, 1.0))  # chance of one slowdown/bandwidth event
+    # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
+    # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
+    # mean (over seeds) final test accuracy in that evaluation (dynamix.rl.evaluate).
+    target_accuracy: float = setting(0.0, rng(0.0, 1.0))
+    target_fraction: float = setting(0.9, rng(0.01, 1.0))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ Shared pieces: :mod:`.allocation` (equal-finish split of a global batch, pure fu
 known gradient noise scale, for tests and benchmarks).
 """
 
-from dynamix.policies import gns, lbbsp, ramp, static  # noqa: F401
+from dynamix.policies import dynamix_policy, gns, lbbsp, ramp, static  # noqa: F401
 from dynamix.policies.base import (  # noqa: F401
     BatchSizePolicy,
     Bounds,

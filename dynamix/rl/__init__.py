@@ -1,0 +1,1 @@
+"""The DYNAMIX agent: state spec, reward, gymnasium environment, PPO training, policy artifacts."""

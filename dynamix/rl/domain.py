@@ -1,0 +1,70 @@
+"""Domain randomisation: the distribution of training clusters the agent learns on.
+
+Each training episode draws a fresh :class:`~dynamix.cluster.ClusterSpec` so the policy learns
+behaviour that holds across clusters rather than memorising one (Tobin et al. 2017). With ``rl``
+the section of ``params.yaml``, every worker of a ``rl.workers``-worker cluster gets, independently:
+
+- speed ~ log-uniform(``rl.speed``) (relative to the calibrated reference machine);
+- bandwidth ~ log-uniform(``rl.bandwidth_gbps``), latency ~ uniform(``rl.latency_ms``);
+
+and the cluster: ring, or with probability ``rl.ps_probability`` a parameter server whose bandwidth
+is drawn like a link's; straggler probability ~ uniform(``rl.straggler_probability``) with factor
+~ uniform(0.2, 0.5); jitter ~ uniform(``rl.jitter``); and with probability ``rl.event_probability`` one
+event (slowdown by 0.2-0.6, or bandwidth drop by 0.05-0.5) on one random worker, starting at a
+uniform iteration of the first ``horizon_iters`` and lasting to the end or a random duration.
+
+Held-out evaluation clusters (``clusters/heldout/*.yaml``) are hand-written and never drawn here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dynamix.cluster import Architecture, ClusterSpec, DeviceProfile, Event, Stragglers, WorkerSpec
+from dynamix.config import ConfigError, RLConfig
+
+
+def _range(rl: RLConfig, name: str) -> tuple[float, float]:
+    value = getattr(rl, name)
+    if len(value) != 2 or value[0] > value[1]:
+        raise ConfigError(f"rl.{name} = {list(value)} must be a pair [low, high] with low <= high")
+    return float(value[0]), float(value[1])
+
+
+def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
+    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+
+def sample_cluster(rl: RLConfig, rng: np.random.Generator, horizon_iters: int, name: str = "train") -> ClusterSpec:
+    """One random training cluster; ``rng`` fully determines it (seeded by the caller)."""
+    for field_name in ("speed", "bandwidth_gbps", "latency_ms", "straggler_probability", "jitter"):
+        _range(rl, field_name)
+    n = rl.workers
+    workers = tuple(
+        WorkerSpec(
+            DeviceProfile(f"w{i}", round(_log_uniform(rng, *_range(rl, "speed")), 4)),
+            round(_log_uniform(rng, *_range(rl, "bandwidth_gbps")), 4),
+            round(float(rng.uniform(*_range(rl, "latency_ms"))), 4),
+        )
+        for i in range(n)
+    )
+    if rng.uniform() < rl.ps_probability:
+        arch = Architecture("ps", 1, round(_log_uniform(rng, *_range(rl, "bandwidth_gbps")), 4))
+    else:
+        arch = Architecture("ring")
+    events: tuple[Event, ...] = ()
+    if rng.uniform() < rl.event_probability:
+        kind = "slowdown" if rng.uniform() < 0.5 else "bandwidth"
+        factor = rng.uniform(0.2, 0.6) if kind == "slowdown" else rng.uniform(0.05, 0.5)
+        duration = 0 if rng.uniform() < 0.5 else int(rng.integers(1, max(2, horizon_iters)))
+        events = (Event(kind=kind, at_iteration=int(rng.integers(0, max(1, horizon_iters))),
+                        workers=(int(rng.integers(0, n)),), factor=round(float(factor), 4),
+                        duration_iterations=duration),)
+    stragglers = Stragglers(round(float(rng.uniform(*_range(rl, "straggler_probability"))), 4),
+                            round(float(rng.uniform(0.2, 0.5)), 4))
+    return ClusterSpec(
+        name=name, seed=int(rng.integers(0, 2**31 - 1)), architecture=arch, workers=workers,
+        events=events, stragglers=stragglers, jitter=round(float(rng.uniform(*_range(rl, "jitter"))), 4),
+    )

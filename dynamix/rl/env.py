@@ -1,0 +1,201 @@
+"""The DYNAMIX environment: one episode = one training run on a virtual-time cluster.
+
+Two views of the same episode, both driven by :class:`DynamixEnv`:
+
+- :class:`DynamixEnv` (gymnasium, passes ``check_env``): observation ``[N, OBS_DIM]`` (one row per
+  worker, :mod:`dynamix.rl.state`), action ``MultiDiscrete([len(actions)] * N)`` (one batch-size step
+  per worker), reward = the mean of the workers' rewards (:mod:`dynamix.rl.reward`); the per-worker
+  rewards and their parts are in ``info``.
+- :class:`WorkerVecEnv` (stable-baselines3 ``VecEnv``): the workers of one cluster are its
+  sub-environments, so one shared policy reads each worker's ``[local | global]`` row and gets that
+  worker's own reward (parameter sharing, paper Sec. III). This is what PPO trains on.
+
+Episode flow, identical to how :func:`dynamix.sim.run.simulate` drives a ``BatchSizePolicy``:
+``reset`` draws a cluster (domain randomisation, :mod:`dynamix.rl.domain`, unless fixed specs are
+given) and a run seed from the env's RNG, runs the first window at ``batch.initial`` and returns its
+observation; each ``step`` applies the actions b_i <- clamp(b_i + step[a_i]), runs the next window
+of k = ``batch.window`` real iterations and returns the new observation and rewards; the episode
+terminates when the run's budget (``rl.episode_epochs``) is spent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+
+from dynamix.cluster import ClusterSpec
+from dynamix.config import Config
+from dynamix.data import Cifar10, load_cifar10
+from dynamix.policies.base import Bounds
+from dynamix.rl.domain import sample_cluster
+from dynamix.rl.reward import PART_NAMES, worker_rewards
+from dynamix.rl.state import OBS_DIM, OBS_HIGH, OBS_LOW, StateBuilder, apply_actions
+from dynamix.sim.cluster import VirtualCluster
+from dynamix.sim.costmodel import CostModel
+
+log = logging.getLogger(__name__)
+
+NO_EVAL = 10**9
+"""``train.eval_every`` during RL episodes: the reward reads training accuracy, so test-set
+evaluations would only cost time."""
+
+
+def training_config(cfg: Config) -> Config:
+    """``cfg`` as an RL episode runs it: the ``rl`` workload and episode budget, no test evaluations."""
+    rl = cfg.rl
+    model = dataclasses.replace(cfg.model, name=rl.model or cfg.model.name, width=rl.width or cfg.model.width)
+    train = dataclasses.replace(cfg.train, epochs=rl.episode_epochs, max_iters=0, eval_every=NO_EVAL)
+    return dataclasses.replace(cfg, model=model, train=train)
+
+
+class DynamixEnv(gym.Env):
+    """Gymnasium view: all N workers at once (see module docstring).
+
+    ``cfg`` is used as given (call :func:`training_config` first for RL training). ``specs``: fixed
+    clusters cycled through episode by episode; None draws one per episode from ``cfg.rl``. ``cost``
+    overrides the calibrated cost model (as in :class:`~dynamix.sim.cluster.VirtualCluster`).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, cfg: Config, specs: Sequence[ClusterSpec] | None = None, data: Cifar10 | None = None,
+                 cost: CostModel | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.cost = cost
+        self.specs = list(specs) if specs else None
+        self.n_workers = self.specs[0].n_workers if self.specs else cfg.rl.workers
+        if self.specs and any(s.n_workers != self.n_workers for s in self.specs):
+            raise ValueError(f"specs have {sorted({s.n_workers for s in self.specs})} workers: one fixed N is needed")
+        self.data = load_cifar10(cfg.data) if data is None else data
+        self.bounds = Bounds(cfg.batch.min, cfg.batch.max)
+        self.steps = tuple(cfg.batch.actions)
+        self.observation_space = gym.spaces.Box(
+            np.tile(OBS_LOW, (self.n_workers, 1)), np.tile(OBS_HIGH, (self.n_workers, 1)),
+            shape=(self.n_workers, OBS_DIM), dtype=np.float32)
+        self.action_space = gym.spaces.MultiDiscrete([len(self.steps)] * self.n_workers)
+        self.state = StateBuilder(self.bounds)
+        n_train = len(self.data.train_y)
+        self._horizon_iters = max(1, int(cfg.train.epochs * n_train / (self.n_workers * cfg.batch.initial)))
+        self.episode = -1
+        self.cluster: VirtualCluster | None = None
+        self.batch_sizes: tuple[int, ...] = ()
+
+    def _next_spec(self) -> ClusterSpec:
+        if self.specs:
+            return self.specs[self.episode % len(self.specs)]
+        return sample_cluster(self.cfg.rl, self.np_random, self._horizon_iters, name=f"train-{self.episode}")
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.episode += 1
+        spec = self._next_spec()
+        run_seed = int(self.np_random.integers(0, 2**31 - 1))
+        self.cluster = VirtualCluster(spec, self.cfg, data=self.data, seed=run_seed, cost=self.cost)
+        self.state.reset()
+        self.batch_sizes = tuple(self.bounds.clamp(self.cfg.batch.initial) for _ in range(self.n_workers))
+        obs, _, info = self._window()
+        if self.cluster.done:
+            raise ValueError(
+                f"rl.episode_epochs = {self.cfg.train.epochs} is too short: the first window "
+                f"({self.cfg.batch.window} iterations at batch {self.cfg.batch.initial} x {self.n_workers} "
+                f"workers) already spends it; need at least two windows per episode")
+        info.update(cluster=spec.name, run_seed=run_seed)
+        return obs, info
+
+    def _window(self) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """Run one window at ``self.batch_sizes``: (observation, per-worker rewards, info)."""
+        workers, glob = self.cluster.run_window(self.batch_sizes)
+        # the sizes that actually ran (device memory caps may clamp): the next action steps from these
+        self.batch_sizes = tuple(w.batch_size for w in workers)
+        d_acc = self.state.acc_change(workers)
+        obs = self.state.observe(workers, glob)
+        parts = worker_rewards(workers, d_acc, self.state.t_ref_ms, self.cfg.reward, self.cfg.optim.name)
+        rewards = parts.total
+        info = {
+            "worker_rewards": rewards,
+            "parts": {p: float(np.mean(getattr(parts, p))) for p in PART_NAMES},
+            "batch_sizes": self.batch_sizes,
+            "elapsed_s": glob.elapsed_s,
+            "train_acc": glob.train_acc,
+            "iter_time_ms": workers[0].iter_time_ms,
+        }
+        return obs, rewards, info
+
+    def step(self, action):
+        if self.cluster is None:
+            raise RuntimeError("step() before reset()")
+        self.batch_sizes = apply_actions(self.batch_sizes, np.asarray(action).reshape(-1), self.steps, self.bounds)
+        obs, rewards, info = self._window()
+        return obs, float(np.mean(rewards)), bool(self.cluster.done), False, info
+
+
+class WorkerVecEnv(VecEnv):
+    """SB3 view: sub-environment i is worker i of the current cluster; auto-resets on termination.
+
+    Each ``info`` carries the worker's reward parts; the info of a finished episode also carries
+    ``episode`` = {r: mean return over workers, l: windows, parts: summed parts, ...} for logging.
+    """
+
+    def __init__(self, env: DynamixEnv) -> None:
+        self.env = env
+        n = env.n_workers
+        super().__init__(n, gym.spaces.Box(OBS_LOW, OBS_HIGH, dtype=np.float32),
+                         gym.spaces.Discrete(len(env.steps)))
+        self._actions: np.ndarray | None = None
+        self._reset_episode_sums()
+
+    def _reset_episode_sums(self) -> None:
+        self._ret = np.zeros(self.num_envs)
+        self._parts = {p: 0.0 for p in PART_NAMES}
+        self._len = 0
+
+    def reset(self):
+        seed = self._seeds[0]
+        obs, info = self.env.reset(seed=seed)
+        self._reset_seeds()
+        self._reset_episode_sums()
+        self._episode_info = info
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions).reshape(-1)
+
+    def step_wait(self):
+        obs, _, terminated, _, info = self.env.step(self._actions)
+        rewards = info["worker_rewards"].astype(np.float32)
+        self._ret += rewards
+        self._len += 1
+        for p, v in info["parts"].items():
+            self._parts[p] += v
+        infos = [{"parts": info["parts"]} for _ in range(self.num_envs)]
+        dones = np.full(self.num_envs, terminated)
+        if terminated:
+            episode = {"r": float(np.mean(self._ret)), "l": self._len, "parts": dict(self._parts),
+                       "cluster": self._episode_info.get("cluster"), "elapsed_s": info["elapsed_s"],
+                       "train_acc": info["train_acc"], "mean_batch": float(np.mean(info["batch_sizes"]))}
+            for i in range(self.num_envs):
+                infos[i]["terminal_observation"] = obs[i]
+                infos[i]["episode"] = episode
+            obs = self.reset()
+        return obs, rewards, dones, infos
+
+    def close(self) -> None:
+        self.env.close()
+
+    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        return [getattr(self.env, attr_name) for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        setattr(self.env, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list[Any]:
+        return [getattr(self.env, method_name)(*method_args, **method_kwargs) for _ in self._get_indices(indices)]
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]

@@ -1,0 +1,178 @@
+"""``dynamix evaluate``: run policies on cluster specs over seeds; per-window runs and a summary.
+
+    dynamix evaluate --cluster clusters/heldout/hetero-speed-4.yaml --policy dynamix:dynamix \\
+        --policy static:64 --policy lbbsp --seeds 3 --out results/eval/heldout
+
+Writes ``OUT/runs.csv`` (the simulator's per-window rows, :data:`~dynamix.metrics.schema.RUNS_COLUMNS`,
+plus ``cluster``) and ``OUT/summary.csv``, one row per (cluster, policy, seed) with
+``policy, seed, time_to_target_s, final_accuracy, total_time_s, target_accuracy`` and ``cluster,
+iterations, mean_global_batch``. All times are the simulator's virtual seconds.
+
+**Target accuracy.** ``rl.target_accuracy > 0`` (or ``--target-accuracy``) fixes it for every
+cluster. Otherwise it is set per cluster as ``rl.target_fraction`` (default 0.9) x the best mean
+final test accuracy, where the mean is over seeds and the best is over the evaluated policies: a
+level the best policy reliably reaches, so every policy's time to it is comparable.
+``time_to_target_s`` is the virtual time of the first test evaluation (every ``train.eval_every``
+iterations) at or above the target, empty when never reached. Evaluate at a fine cadence (e.g.
+``--set train.eval_every=10``) so large-batch runs, which do fewer iterations, are not timed coarsely.
+
+:func:`evaluate` is the function notebooks call; :func:`compare` computes the acceptance ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from dynamix import cluster as clusters
+from dynamix import config
+from dynamix.cluster import ClusterSpec
+from dynamix.config import Config
+from dynamix.data import load_cifar10
+from dynamix.metrics.schema import RUNS_COLUMNS
+from dynamix.policies.base import make_policy
+from dynamix.sim.costmodel import CostModel
+
+log = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ["cluster", "policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s",
+                   "target_accuracy", "iterations", "mean_global_batch"]
+
+
+def _run_summary(frame: pd.DataFrame) -> dict:
+    """final accuracy, total time, iterations and mean B of one run's per-window rows."""
+    per_window = frame.drop_duplicates("window")
+    acc = per_window["test_acc"].dropna()
+    return {
+        "final_accuracy": float(acc.iloc[-1]) if len(acc) else math.nan,
+        "total_time_s": float(per_window["elapsed_s"].iloc[-1]),
+        "iterations": int(per_window["iteration"].iloc[-1]),
+        "mean_global_batch": float(np.average(per_window["global_batch"],
+                                              weights=per_window["iteration"].diff().fillna(per_window["iteration"]))),
+    }
+
+
+def time_to_target(frame: pd.DataFrame, target: float) -> float:
+    """First virtual time (s) a test evaluation reaches ``target``; NaN if never."""
+    per_window = frame.drop_duplicates("window")
+    hit = per_window[per_window["test_acc"] >= target]
+    return float(hit["elapsed_s"].iloc[0]) if len(hit) else math.nan
+
+
+def set_targets(summary: pd.DataFrame, runs: pd.DataFrame, fraction: float, fixed: float = 0.0) -> pd.DataFrame:
+    """Fill ``target_accuracy`` and ``time_to_target_s`` per cluster (see module docstring)."""
+    summary = summary.copy()
+    for name, rows in summary.groupby("cluster"):
+        target = fixed if fixed > 0 else fraction * float(rows.groupby("policy")["final_accuracy"].mean().max())
+        summary.loc[rows.index, "target_accuracy"] = target
+        for i, r in rows.iterrows():
+            run = runs[(runs["cluster"] == name) & (runs["policy"] == r["policy"]) & (runs["seed"] == r["seed"])]
+            summary.loc[i, "time_to_target_s"] = time_to_target(run, target)
+    return summary
+
+
+def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Sequence[str], cfg: Config,
+             seeds: int | Iterable[int], out_dir: str | Path | None = None, target_accuracy: float | None = None,
+             progress: bool = True, cost: CostModel | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Simulate every (cluster, policy, seed); returns (runs_df, summary_df), written to ``out_dir``.
+
+    ``cost`` overrides the calibrated simulator cost model (tests, what-if studies).
+    """
+    from dynamix.sim.run import simulate
+
+    specs = [s if isinstance(s, ClusterSpec) else clusters.load(s) for s in cluster_specs]
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not specs or not policy_specs or not seed_list:
+        raise ValueError("evaluate needs at least one cluster, one policy and one seed")
+    policies = {p: make_policy(p) for p in policy_specs}  # load (and validate) every policy up front
+    data = load_cifar10(cfg.data)
+    frames, rows = [], []
+    bar = tqdm(total=len(specs) * len(policies) * len(seed_list), desc="evaluate", unit="run", disable=not progress)
+    for spec in specs:
+        for spec_str, policy in policies.items():
+            for seed in seed_list:
+                frame = simulate(spec, cfg, policy, seed, data=data, progress=False, cost=cost)
+                frame.insert(0, "cluster", spec.name)
+                frames.append(frame)
+                rows.append({"cluster": spec.name, "policy": policy.name, "seed": seed, **_run_summary(frame)})
+                bar.update(1)
+                bar.set_postfix(cluster=spec.name, policy=policy.name, acc=f"{rows[-1]['final_accuracy']:.3f}")
+    bar.close()
+    runs = pd.concat(frames, ignore_index=True)[["cluster", *RUNS_COLUMNS]]
+    summary = pd.DataFrame(rows)
+    fixed = cfg.rl.target_accuracy if target_accuracy is None else target_accuracy
+    summary = set_targets(summary, runs, cfg.rl.target_fraction, fixed)[SUMMARY_COLUMNS]
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        runs.to_csv(out / "runs.csv", index=False)
+        summary.to_csv(out / "summary.csv", index=False)
+        log.info("wrote %s and %s", out / "runs.csv", out / "summary.csv")
+    return runs, summary
+
+
+def compare(summary: pd.DataFrame, policy: str, baselines: Sequence[str] = ("lbbsp", "gns")) -> pd.DataFrame:
+    """Per cluster: ``policy``'s median time to target over seeds divided by the median static
+    baseline's (median over static batch sizes of their per-size median over seeds) and by each of
+    ``baselines``; and its mean final accuracy minus the best static's (points, x100).
+
+    A run that never reaches the target counts as infinite time (so a ratio can be inf or 0).
+    """
+    s = summary.copy()
+    s["t"] = s["time_to_target_s"].astype(float).fillna(math.inf)
+    out = []
+    for name, rows in s.groupby("cluster"):
+        med = rows.groupby("policy")["t"].median()
+        acc = rows.groupby("policy")["final_accuracy"].mean()
+        static = [p for p in med.index if p.startswith("static")]
+        if policy not in med.index:
+            raise ValueError(f"compare: policy {policy!r} is not in the summary; have {sorted(med.index)}")
+        row = {"cluster": name, "policy_time_s": med[policy], "policy_final_acc": acc[policy]}
+        if static:
+            row["median_static_time_s"] = float(np.median(med[static]))
+            row["ratio_vs_median_static"] = med[policy] / row["median_static_time_s"]
+            row["acc_minus_best_static_pts"] = 100 * (acc[policy] - acc[static].max())
+            row["best_static"] = acc[static].idxmax()
+        for b in baselines:
+            if b in med.index:
+                row[f"ratio_vs_{b}"] = med[policy] / med[b]
+                row[f"acc_minus_{b}_pts"] = 100 * (acc[policy] - acc[b])
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dynamix.train.cli import add_config_arguments
+
+    add_config_arguments(parser)
+    parser.add_argument("--cluster", action="append", required=True, help="cluster spec YAML (repeatable)")
+    parser.add_argument("--policy", action="append", required=True, help="policy spec, e.g. static:64, lbbsp, "
+                        "dynamix:results/policies/NAME.zip (repeatable)")
+    parser.add_argument("--seeds", type=int, default=3, help="run seeds 0..N-1 (default 3)")
+    parser.add_argument("--target-accuracy", type=float, default=None,
+                        help="fixed target test accuracy (default: rl.target_accuracy, 0 = derived per cluster)")
+    parser.add_argument("--compare", default=None, metavar="POLICY",
+                        help="also print POLICY's time-to-target ratios against the static median, lbbsp, gns")
+    parser.add_argument("--out", required=True, help="output folder for runs.csv and summary.csv")
+    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = config.load(args.params, args.profile, args.overrides)
+    _, summary = evaluate(args.cluster, args.policy, cfg, args.seeds, args.out, args.target_accuracy,
+                          progress=not args.no_progress)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(summary.groupby(["cluster", "policy"])[["time_to_target_s", "final_accuracy", "total_time_s"]]
+              .median().round(3).to_string())
+        if args.compare:
+            table = compare(summary, make_policy(args.compare).name)
+            table.to_csv(Path(args.out) / "compare.csv", index=False)
+            print(table.round(3).to_string(index=False))
+    return 0

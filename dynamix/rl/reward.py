@@ -1,0 +1,75 @@
+"""The DYNAMIX reward, per worker and per window (paper Sec. III-C).
+
+For SGD::
+
+    r_SGD = A_mean + alpha * max(0, dA) - beta * T_iter - delta * (log2(b) - 5)
+
+and for adaptive optimisers (Adam) additionally ``- eta * (sigma2_norm + sigma_norm)``, where for
+worker i over the window that just ended:
+
+- ``A_mean`` is the worker's mean training (batch) accuracy, in [0, 1];
+- ``dA`` is its change against the previous window (0 in the first window);
+- ``b`` is the worker's batch size (``log2(b) - 5`` is 0 at b = 32, the paper's minimum);
+- ``sigma_norm``/``sigma2_norm`` are the worker's normalised gradient std/variance
+  (:mod:`dynamix.metrics.gradstats`).
+
+**How T_iter is scaled** (the paper leaves it open): ``T_iter = iter_time_ms / T_ref_ms``, the
+worker's iteration time (compute + barrier wait + communication: what the cluster actually pays per
+step) divided by the mean iteration time of the episode's first window, which runs at the initial
+batch sizes. So T_iter = 1 at the start of every episode, is dimensionless, and means the same on a
+fast GPU cluster and a slow CPU one; that keeps ``beta`` meaningful across workloads and lets a
+policy transfer. Because iterations are synchronous, a straggler raises every worker's T_iter, so
+shrinking the straggler's batch is rewarded on all workers.
+
+The coefficients live in ``params.yaml`` ``reward:`` (:class:`dynamix.config.RewardConfig`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from dynamix.config import RewardConfig
+from dynamix.metrics.schema import WorkerWindow
+
+PART_NAMES = ("acc", "gain", "time", "size", "noise")
+"""Reward parts, in the order they are logged: r = acc + gain - time - size - noise."""
+
+
+@dataclass(frozen=True)
+class RewardParts:
+    """Each term of r for every worker, arrays of shape [N] (penalties stored as positive numbers)."""
+
+    acc: np.ndarray  # A_mean
+    gain: np.ndarray  # alpha * max(0, dA)
+    time: np.ndarray  # beta * T_iter (scaled, see module docstring)
+    size: np.ndarray  # delta * (log2 b - 5)
+    noise: np.ndarray  # eta * (sigma2_norm + sigma_norm); zeros for SGD
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.acc + self.gain - self.time - self.size - self.noise
+
+
+def worker_rewards(workers: Sequence[WorkerWindow], acc_change: np.ndarray, t_ref_ms: float,
+                   coeffs: RewardConfig, optimizer: str) -> RewardParts:
+    """The reward of every worker for one window; ``acc_change`` is dA_i, ``t_ref_ms`` the scale."""
+    if not t_ref_ms > 0:
+        raise ValueError(f"t_ref_ms = {t_ref_ms} is out of range: must be > 0")
+    acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
+    t_iter = np.array([w.iter_time_ms for w in workers], dtype=np.float64) / t_ref_ms
+    size = np.array([math.log2(w.batch_size) - 5.0 for w in workers], dtype=np.float64)
+    if optimizer == "adam":
+        noise = coeffs.eta * np.array([w.sigma2_norm + w.sigma_norm for w in workers], dtype=np.float64)
+    else:
+        noise = np.zeros(len(workers))
+    return RewardParts(
+        acc=acc,
+        gain=coeffs.alpha * np.maximum(0.0, np.asarray(acc_change, dtype=np.float64)),
+        time=coeffs.beta * t_iter,
+        size=coeffs.delta * size,
+        noise=noise,
+    )

@@ -1,0 +1,187 @@
+"""The versioned state spec: what the DYNAMIX agent observes, per worker, at the end of a window.
+
+Paper Sec. III-B: the arbitrator's state for worker i combines network statistics (throughput,
+retransmissions), system statistics (CPU-time ratio, memory utilisation), training statistics (mean
+batch accuracy, its change, loss, sigma_norm, sigma2_norm), the worker's current batch size and its
+iteration time, plus a global state shared by every worker. One shared policy reads each worker's
+``[local | global]`` vector and answers for that worker (parameter sharing).
+
+Every feature is defined and normalised below, in :data:`FEATURES` (name, definition, normalisation),
+and computed in :meth:`StateBuilder.observe` in the same order. Normalisations are chosen so that a
+policy trained on one workload transfers to another: times and throughputs enter as ratios to the
+episode's first window (``T_ref``, ``thr_ref``), never in absolute ms or bytes, and every feature is
+clipped to a fixed range so an unseen cluster cannot push the network outside what it was trained on.
+
+Change anything here (a feature, its order, its normalisation) and bump :data:`STATE_SPEC_VERSION`:
+policy artifacts record the version and refuse to load under another (:mod:`dynamix.rl.artifact`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from dynamix.metrics.schema import GlobalWindow, WorkerWindow
+from dynamix.policies.base import Bounds
+
+STATE_SPEC_VERSION = "dynamix-state-v1"
+EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    definition: str
+    normalisation: str
+    low: float
+    high: float
+
+
+FEATURES: tuple[Feature, ...] = (
+    # ---- local: the worker's own batch size and iteration time ----
+    Feature("batch_log", "b_i, the worker's batch size in the window", "(log2 b_i - log2 b_min) / (log2 b_max - log2 b_min)", 0.0, 1.0),
+    Feature("iter_time_rel", "T_i = iter_time_ms (compute + wait + comm)", "log2(T_i / T_ref), T_ref = mean T of the episode's first window", -8.0, 8.0),
+    Feature("compute_frac", "compute_ms / iter_time_ms", "as is", 0.0, 1.0),
+    Feature("wait_frac", "wait_ms / iter_time_ms: barrier wait, ~0 on the straggler", "as is", 0.0, 1.0),
+    Feature("comm_frac", "comm_ms / iter_time_ms", "as is", 0.0, 1.0),
+    # ---- local: network ----
+    Feature("throughput_share", "throughput_i / mean_j throughput_j (samples/s)", "log2 of the ratio", -8.0, 8.0),
+    Feature("net_rate", "net_tx_bytes_per_s + net_rx_bytes_per_s", "log2(rate / rate_ref), rate_ref = first window's", -8.0, 8.0),
+    Feature("retrans", "tcp_retrans_per_s", "log10(1 + x) / 4", 0.0, 2.0),
+    # ---- local: system ----
+    Feature("cpu_time_ratio", "process CPU time / wall time over the window", "as is", 0.0, 4.0),
+    Feature("mem_util", "resident / (resident + available)", "as is", 0.0, 1.0),
+    # ---- local: training ----
+    Feature("batch_acc", "A_i, mean training accuracy on the worker's batches", "as is", 0.0, 1.0),
+    Feature("acc_change", "dA_i = A_i - A_i of the previous window (0 in the first)", "10 * dA_i", -5.0, 5.0),
+    Feature("loss", "mean training loss on the worker's batches", "loss / ln(10) (1.0 = chance on 10 classes)", 0.0, 4.0),
+    Feature("sigma_norm", "normalised gradient std (dynamix.metrics.gradstats)", "log10(1 + x) / 2", 0.0, 4.0),
+    Feature("sigma2_norm", "normalised gradient variance (dynamix.metrics.gradstats)", "log10(1 + x) / 4", 0.0, 4.0),
+    # ---- global: shared by every worker ----
+    Feature("g_train_acc", "sample-weighted mean batch accuracy over workers", "as is", 0.0, 1.0),
+    Feature("g_throughput", "sum_i throughput_i", "log2(x / thr_ref), thr_ref = first window's", -8.0, 8.0),
+    Feature("g_straggler", "max_i compute_ms / mean_i compute_ms", "log2 of the ratio", 0.0, 8.0),
+    Feature("g_noise_scale", "B_simple / B: gradient noise scale (McCandlish et al. 2018) over global batch", "log2 of the ratio", -8.0, 8.0),
+    Feature("g_batch_log", "B = sum_i b_i", "(log2(B / N) - log2 b_min) / (log2 b_max - log2 b_min)", 0.0, 1.0),
+    Feature("g_workers", "N, workers in the cluster", "log2(N) / 5", 0.0, 2.0),
+)
+FEATURE_NAMES = tuple(f.name for f in FEATURES)
+OBS_DIM = len(FEATURES)
+OBS_LOW = np.array([f.low for f in FEATURES], dtype=np.float32)
+OBS_HIGH = np.array([f.high for f in FEATURES], dtype=np.float32)
+
+
+def _log2_ratio(x: float, ref: float) -> float:
+    return math.log2(max(x, EPS) / max(ref, EPS))
+
+
+def noise_scale(workers: Sequence[WorkerWindow], glob: GlobalWindow) -> float:
+    """B_simple = tr(Sigma) / |G|^2 from small-batch and large-batch squared gradient norms.
+
+    McCandlish et al. 2018, App. A.1: with |g_b|^2 measured at batch b and |g_B|^2 at B > b,
+    |G|^2 ~ (B |g_B|^2 - b |g_b|^2) / (B - b) and tr(Sigma) ~ (|g_b|^2 - |g_B|^2) / (1/b - 1/B).
+    Here b is the mean worker batch with |g_b|^2 the mean local |g_i|^2, and B the global batch with
+    the aggregated |g|^2. Returns NaN when the estimate is not positive (one worker, or noise).
+    """
+    n = len(workers)
+    big = float(glob.global_batch)
+    small = big / max(n, 1)
+    if n < 2 or big <= small:
+        return math.nan
+    g_small = float(np.mean([w.grad_sqnorm for w in workers]))
+    g_big = float(glob.agg_grad_sqnorm)
+    g2 = (big * g_big - small * g_small) / (big - small)
+    tr = (g_small - g_big) / (1.0 / small - 1.0 / big)
+    if not (g2 > 0 and tr > 0):
+        return math.nan
+    return tr / g2
+
+
+class StateBuilder:
+    """Turns (workers, global) windows into per-worker observations, shape [N, OBS_DIM], float32.
+
+    Stateful across one run: it remembers the first window's references (``T_ref``, ``thr_ref``,
+    ``rate_ref``) and each worker's previous accuracy for ``acc_change``. Call :meth:`reset` per run.
+    """
+
+    def __init__(self, bounds: Bounds) -> None:
+        self.bounds = bounds
+        self._lb_lo = math.log2(bounds.min)
+        self._lb_span = max(math.log2(bounds.max) - self._lb_lo, EPS)
+        self.reset()
+
+    def reset(self) -> None:
+        self.t_ref_ms: float | None = None
+        self.thr_ref: float | None = None
+        self.rate_ref: float | None = None
+        self.prev_acc: np.ndarray | None = None
+
+    def acc_change(self, workers: Sequence[WorkerWindow]) -> np.ndarray:
+        """dA_i against the previous window (0 in the first); does not advance the state."""
+        acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
+        if self.prev_acc is None or len(self.prev_acc) != len(acc):
+            return np.zeros_like(acc)
+        return acc - self.prev_acc
+
+    def observe(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> np.ndarray:
+        n = len(workers)
+        iter_ms = np.array([w.iter_time_ms for w in workers], dtype=np.float64)
+        thr = np.array([w.throughput_samples_per_s for w in workers], dtype=np.float64)
+        rate = np.array([w.net_tx_bytes_per_s + w.net_rx_bytes_per_s for w in workers], dtype=np.float64)
+        compute = np.array([w.compute_ms for w in workers], dtype=np.float64)
+        if self.t_ref_ms is None:
+            self.t_ref_ms = float(np.mean(iter_ms))
+            self.thr_ref = float(np.sum(thr))
+            self.rate_ref = float(np.mean(rate))
+        d_acc = self.acc_change(workers)
+        mean_thr = float(np.mean(thr))
+        ns = noise_scale(workers, glob)
+        g = [
+            glob.train_acc,
+            _log2_ratio(float(np.sum(thr)), self.thr_ref),
+            _log2_ratio(float(np.max(compute)), float(np.mean(compute))),
+            0.0 if math.isnan(ns) else _log2_ratio(ns, glob.global_batch),
+            (math.log2(max(glob.global_batch / max(n, 1), EPS)) - self._lb_lo) / self._lb_span,
+            math.log2(max(n, 1)) / 5.0,
+        ]
+        rows = []
+        for i, w in enumerate(workers):
+            t = max(w.iter_time_ms, EPS)
+            rows.append([
+                (math.log2(w.batch_size) - self._lb_lo) / self._lb_span,
+                _log2_ratio(w.iter_time_ms, self.t_ref_ms),
+                w.compute_ms / t,
+                w.wait_ms / t,
+                w.comm_ms / t,
+                _log2_ratio(w.throughput_samples_per_s, mean_thr),
+                _log2_ratio(rate[i], self.rate_ref) if self.rate_ref > 0 else 0.0,
+                math.log10(1.0 + max(w.tcp_retrans_per_s, 0.0)) / 4.0,
+                w.cpu_time_ratio,
+                w.mem_util,
+                w.batch_acc,
+                10.0 * d_acc[i],
+                w.loss / math.log(10.0),
+                math.log10(1.0 + max(w.sigma_norm, 0.0)) / 2.0,
+                math.log10(1.0 + max(w.sigma2_norm, 0.0)) / 4.0,
+                *g,
+            ])
+        obs = np.nan_to_num(np.asarray(rows, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+        self.prev_acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
+        return np.clip(obs, OBS_LOW, OBS_HIGH).astype(np.float32)
+
+
+def apply_actions(batch_sizes: Sequence[int], actions: Sequence[int], steps: Sequence[int],
+                  bounds: Bounds) -> tuple[int, ...]:
+    """b_i <- clamp(b_i + steps[a_i], bounds): the paper's Discrete(5) action, one per worker."""
+    if len(batch_sizes) != len(actions):
+        raise ValueError(f"got {len(actions)} actions for {len(batch_sizes)} workers")
+    out = []
+    for b, a in zip(batch_sizes, actions):
+        a = int(a)
+        if not 0 <= a < len(steps):
+            raise ValueError(f"action {a} is out of range: must be in [0, {len(steps) - 1}]")
+        out.append(bounds.clamp(b + steps[a]))
+    return tuple(out)
