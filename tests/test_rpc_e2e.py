@@ -26,7 +26,7 @@ from dynamix.engine.launch import build_torchrun_command, prepare, run_local
 from dynamix.engine.testing import free_port
 from dynamix.policies.base import BatchSizePolicy, Decision
 from dynamix.rpc.arbitrator import RunSettings
-from dynamix.rpc.testing import local_server
+from dynamix.rpc.testing import local_server, registration
 
 
 class Cycle(BatchSizePolicy):
@@ -65,6 +65,8 @@ def test_engine_trains_with_the_sizes_the_arbitrator_decides(tmp_path, n_workers
                       on_decision=lambda w, g, d: decided.__setitem__(g.window, d.batch_sizes)) as server:
         summary = run_local(cfg, None, None, tmp_path, n_workers, method="torchrun", arbitrator=server.target,
                             timeout_s=600)
+        # the workers left when they finished: the arbitrator takes the next run at once
+        server.arbitrator.register(registration(0, 1, run_id="the-next-run"))
     used = sizes_by_window(tmp_path)
     assert summary["iterations"] == 40 and len(used) == 8
     assert used[0] == (64,) * n_workers  # the first window: the run's initial sizes

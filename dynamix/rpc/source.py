@@ -12,8 +12,8 @@ Constructed by ``dynamix.engine.decisions.make_source(spec, "HOST:PORT", rank, g
 keyword arguments below are optional. A resumed engine (restored from a checkpoint) calls
 :meth:`decide` without :meth:`initial`: the source then registers on its first report, saying which
 window comes next, so the arbitrator rewinds the run to it (or starts it, after its own restart).
-Call :meth:`close` after the last window so the arbitrator can accept the next run at once
-(otherwise it waits ``arbitrator.idle_run_timeout_s``, or a new run reuses the run id).
+The engine calls :meth:`close` when training ends: the rank leaves the run, so the arbitrator accepts
+the next run at once instead of after ``arbitrator.idle_run_timeout_s`` of silence.
 """
 
 from __future__ import annotations
@@ -42,19 +42,20 @@ class RemoteDecisionSource:
         self,
         target: str,
         rank: int,
-        run_id: str = "dynamix",
+        run_id: str | None = None,
         cfg: Config | None = None,
         ctx: PolicyContext | None = None,
         token: str | None = None,
         tls_root_certs: bytes | None = None,
     ) -> None:
-        """``run_id`` names the run on the arbitrator; ``cfg`` supplies the client's deadline and retries
+        """``run_id`` names the run on the arbitrator (default: torchrun's ``$TORCHELASTIC_RUN_ID``,
+        the same on every rank of one launch and across its ``--max-restarts``); ``cfg`` supplies the client's deadline and retries
         (``arbitrator`` section); ``ctx`` the run context when :meth:`initial` is skipped (resume);
         ``token``: the shared token (default ``$DYNAMIX_ARBITRATOR_TOKEN``); ``tls_root_certs``: PEM
         roots to verify a TLS arbitrator."""
         self.target = target
         self.rank = rank
-        self.run_id = run_id
+        self.run_id = run_id or os.environ.get("TORCHELASTIC_RUN_ID") or "dynamix"
         self.cfg = cfg
         self.ctx = ctx
         self.settings = ClientSettings.from_config(cfg) if cfg is not None else ClientSettings()
@@ -85,10 +86,11 @@ class RemoteDecisionSource:
         return self._gather(mine, answer.lr_scale if answer is not None else None)
 
     def close(self) -> None:
-        """Leave the run and close the channel (after the last window)."""
+        """Leave the run and close the channel (after the last window); idempotent."""
         if self.client is not None:
             self.client.leave()
             self.client.close()
+            self.client = None
 
     def _resumed_context(self, current: tuple[int, ...]) -> PolicyContext:
         """Best knowledge of the run without ``initial(ctx)``: only world size must match on rejoin."""
