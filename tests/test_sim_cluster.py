@@ -1,0 +1,154 @@
+"""VirtualCluster and simulate(): real learning in the engine's schema, time from the cost model,
+caps and budgets honoured, bit-identical reruns (with a different-seed control), 128 workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dynamix import cluster as clusters
+from dynamix import config
+from dynamix.data import load_cifar10
+from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, WorkerWindow
+from dynamix.models import build_model, gradient_bytes
+from dynamix.policies.base import make_policy
+from dynamix.sim.cluster import VirtualCluster
+from dynamix.sim.costmodel import CostModel
+from dynamix.sim.run import simulate
+
+MODEL = {"name": "tiny-cnn", "width": 0.25}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Small per-worker batches on shared cores: one torch thread is ~10x faster than two here."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_cifar10()
+
+
+@pytest.fixture(scope="module")
+def cost():
+    return CostModel(a_ms=5.0, c_ms_per_sample=0.5, gradient_bytes=gradient_bytes(build_model(**MODEL)))
+
+
+def cfg_with(**sections) -> config.Config:
+    base = {"model": MODEL, "train": {"max_iters": 8, "eval_every": 4, "eval_samples": 200},
+            "batch": {"window": 4, "min": 8, "initial": 16}}
+    return config.load(profile="smoke", overrides=config.deep_merge(base, sections))
+
+
+def test_a_window_reports_every_worker_in_the_schema_with_modelled_time(data, cost):
+    spec = clusters.load("clusters/slow-worker-4.yaml")
+    vc = VirtualCluster(spec, cfg_with(), data=data, seed=0, cost=cost)
+    workers, glob = vc.run_window([16, 16, 16, 16])
+    assert len(workers) == 4 and all(isinstance(w, WorkerWindow) for w in workers)
+    assert isinstance(glob, GlobalWindow) and glob.iteration == 4 and glob.n_workers == 4
+    assert glob.global_batch == 64 and glob.epoch == pytest.approx(4 * 64 / len(data.train_y))
+    # time is the cost model's: 4 identical iterations (no dynamics in this spec)
+    one = cost.iteration(np.full(4, 16), np.array(spec.speeds), np.full(4, 10.0), np.full(4, 0.05),
+                         spec.architecture)
+    assert glob.elapsed_s == pytest.approx(4 * one.iter_ms / 1e3)
+    slow, fast = workers[3], workers[0]
+    assert slow.compute_ms == pytest.approx(3 * fast.compute_ms) and slow.wait_ms == 0 and fast.wait_ms > 0
+    assert fast.iter_time_ms == pytest.approx(fast.compute_ms + fast.wait_ms + fast.comm_ms)
+    assert fast.cpu_time_ratio < slow.cpu_time_ratio <= 1
+    assert fast.net_tx_bytes_per_s == pytest.approx(one.tx_bytes[0] / (one.iter_ms / 1e3))
+    for w in workers:  # real training statistics from real gradients
+        assert 0 < w.loss < 10 and 0 <= w.batch_acc <= 1 and w.grad_norm > 0
+        assert w.grad_sqnorm >= w.grad_norm**2 * 0.999 and w.sigma2_norm > 0
+        assert w.sigma_norm == pytest.approx(math.sqrt(w.sigma2_norm))
+    assert glob.test_acc == glob.test_acc  # evaluated at iteration 4 (eval_every)
+    assert glob.agg_grad_sqnorm > 0
+
+
+def test_learning_is_real(data, cost):
+    cfg = cfg_with(train={"max_iters": 60}, batch={"window": 20}, optim={"lr": 0.05})
+    vc = VirtualCluster(clusters.homogeneous(2), cfg, data=data, seed=0, cost=cost)
+    losses = [vc.run_window([32, 32])[1].train_loss for _ in range(3)]
+    assert losses[-1] < losses[0] - 0.1
+
+
+def test_batch_sizes_are_capped_by_device_memory(data, cost):
+    spec = clusters.from_dict({"workers": [{"count": 1}, {"count": 1, "device": {"name": "small", "max_batch": 24}}]})
+    vc = VirtualCluster(spec, cfg_with(), data=data, seed=0, cost=cost)
+    workers, glob = vc.run_window([40, 40])
+    assert [w.batch_size for w in workers] == [40, 24] and glob.global_batch == 64
+    assert workers[1].mem_util == pytest.approx(cost.mem_full)
+
+
+def test_bad_batch_vectors_are_rejected(data, cost):
+    vc = VirtualCluster(clusters.homogeneous(3), cfg_with(), data=data, seed=0, cost=cost)
+    with pytest.raises(ValueError, match="one per worker"):
+        vc.run_window([16, 16])
+    with pytest.raises(ValueError, match=">= 1"):
+        vc.run_window([16, 0, 16])
+
+
+def test_budget_ends_the_run_mid_window(data, cost):
+    vc = VirtualCluster(clusters.homogeneous(2), cfg_with(train={"max_iters": 6}), data=data, seed=0, cost=cost)
+    assert vc.run_window([16, 16])[1].iteration == 4
+    _, glob = vc.run_window([16, 16])
+    assert glob.iteration == 6 and vc.done and glob.test_acc == glob.test_acc
+    with pytest.raises(RuntimeError, match="done"):
+        vc.run_window([16, 16])
+    vc.reset()
+    assert not vc.done and vc.iteration == 0 and vc.elapsed_s == 0
+
+
+def test_events_and_stragglers_move_virtual_time(data, cost):
+    quiet = clusters.homogeneous(4)
+    slowed = dataclasses.replace(quiet, events=(clusters.Event(kind="slowdown", at_iteration=4, factor=0.25),))
+    times = []
+    for spec in (quiet, slowed):
+        vc = VirtualCluster(spec, cfg_with(), data=data, seed=0, cost=cost)
+        times.append([vc.run_window([16] * 4)[0][0].iter_time_ms for _ in range(2)])
+    assert times[0][0] == times[1][0]  # before the event
+    assert times[1][1] > 3.5 * times[0][1]  # compute-bound: a quarter of the speed, ~4x the time
+
+
+def test_same_seed_gives_bit_identical_runs_csv_and_another_seed_does_not(data, cost, tmp_path):
+    spec = clusters.load("clusters/noisy-spot.yaml")  # stragglers, jitter, events
+    cfg = cfg_with(train={"max_iters": 8})
+    outs = {}
+    for name, seed in (("a", 1), ("b", 1), ("c", 2)):
+        simulate(spec, cfg, make_policy("static:16"), seed, out_dir=tmp_path / name, progress=False, data=data,
+                 cost=cost)
+        outs[name] = (tmp_path / name / "runs.csv").read_bytes()
+    assert outs["a"] == outs["b"]
+    assert outs["a"] != outs["c"]
+    frame = pd.read_csv(tmp_path / "a" / "runs.csv")
+    assert list(frame.columns) == RUNS_COLUMNS
+    assert len(frame) == 2 * spec.n_workers and set(frame["backend"]) == {"sim"}
+    assert frame["run_id"].iloc[0] == "sim-noisy-spot-static-16-seed1"
+
+
+def test_simulate_drives_the_policy_window_by_window(data, cost):
+    frame = simulate(clusters.load("clusters/slow-worker-4.yaml"), cfg_with(train={"max_iters": 12}),
+                     make_policy("static:24"), 0, progress=False, data=data, cost=cost)
+    assert frame["window"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert set(frame["batch_size"]) == {24} and frame["iteration"].max() == 12
+    assert frame["elapsed_s"].is_monotonic_increasing
+
+
+def test_a_128_worker_cluster_trains_a_tiny_model(data, cost):
+    spec = clusters.load("clusters/scale-128.yaml")
+    cfg = cfg_with(train={"max_iters": 4, "eval_every": 4}, batch={"window": 2, "min": 4, "initial": 4})
+    frame = simulate(spec, cfg, make_policy("static:4"), 0, progress=False, data=data, cost=cost)
+    assert frame["rank"].nunique() == 128 and frame["window"].nunique() == 2
+    last = frame[frame["window"] == 1]
+    assert (last["global_batch"] == 512).all() and last["test_acc"].notna().all()
+    t4 = last[last["speed"] < 0.5]["compute_ms"].mean()  # the T4s are the slowest generation
+    a100 = last[last["speed"] > 2]["compute_ms"].mean()
+    assert t4 > 4 * a100
