@@ -1,0 +1,227 @@
+"""The DYNAMIX agent: state spec, reward, environment (check_env, determinism), training end to end,
+policy artifacts (corrupt or mismatched files refused), domain randomisation.
+
+Everything runs real model math on the embedded CIFAR-10 subset with a 32-unit MLP, tiny batches
+and a fixed what-if cost model (so no calibration file is written), seconds per episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from stable_baselines3.common.env_checker import check_env
+
+from dynamix import config
+from dynamix.cluster import homogeneous
+from dynamix.config import ConfigError, RewardConfig
+from dynamix.metrics.schema import GlobalWindow, WorkerWindow
+from dynamix.models import build_model, gradient_bytes
+from dynamix.policies.base import Bounds, PolicyContext, make_policy
+from dynamix.rl.algos import make_algo
+from dynamix.rl.artifact import PolicyArtifactError, artifact_paths, load_policy
+from dynamix.rl.domain import sample_cluster
+from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
+from dynamix.rl.reward import worker_rewards
+from dynamix.rl.state import FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
+from dynamix.rl.train import PROGRESS_COLUMNS, train_policy
+from dynamix.sim.costmodel import CostModel
+from dynamix.sim.run import simulate
+
+ACTIONS = (-8, -2, 0, 2, 8)
+
+
+def rl_cfg(**rl) -> config.Config:
+    """2 workers, batches in [8, 64], windows of 2 iterations, ~4 windows per episode."""
+    over = {
+        "model": {"name": "mlp", "width": 0.0625},
+        "batch": {"min": 8, "max": 64, "initial": 16, "window": 2, "actions": list(ACTIONS)},
+        "train": {"threads": 1, "epochs": 0.03, "eval_every": 4, "eval_samples": 200},
+        "rl": {"model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.025, "n_steps": 4,
+               "batch_size": 8, "n_epochs": 1, "timesteps": 16, "net_arch": [16], **rl},
+    }
+    return config.load(overrides=over)
+
+
+@pytest.fixture(scope="module")
+def cost() -> CostModel:
+    return CostModel(a_ms=1.0, c_ms_per_sample=0.05, gradient_bytes=gradient_bytes(build_model("mlp", 0.0625)))
+
+
+def _worker(rank, b, iter_ms=100.0, compute=60.0, wait=20.0, acc=0.5, **kw) -> WorkerWindow:
+    base = dict(rank=rank, batch_size=b, iter_time_ms=iter_ms, compute_ms=compute, comm_ms=iter_ms - compute - wait,
+                wait_ms=wait, throughput_samples_per_s=b / iter_ms * 1e3, net_tx_bytes_per_s=1e6,
+                net_rx_bytes_per_s=1e6, tcp_retrans_per_s=0.0, cpu_time_ratio=compute / iter_ms, mem_util=0.3,
+                loss=1.5, batch_acc=acc, grad_norm=1.0, grad_sqnorm=2.0, sigma_norm=0.5, sigma2_norm=0.25)
+    return WorkerWindow(**{**base, **kw})
+
+
+def _glob(workers, agg=1.0) -> GlobalWindow:
+    big = sum(w.batch_size for w in workers)
+    return GlobalWindow(window=0, iteration=10, epoch=0.1, elapsed_s=1.0, global_batch=big, lr=0.05,
+                        train_loss=1.5, train_acc=0.5, agg_grad_sqnorm=agg, n_workers=len(workers))
+
+
+# ---- state spec --------------------------------------------------------------------------------------
+
+
+def test_state_spec_is_documented_versioned_and_bounded():
+    assert STATE_SPEC_VERSION and OBS_DIM == len(FEATURES) == len({f.name for f in FEATURES})
+    assert all(f.definition and f.normalisation and f.low < f.high for f in FEATURES)
+    workers = [_worker(0, 64, compute=80.0, wait=0.0), _worker(1, 256, compute=40.0, wait=40.0, acc=0.9)]
+    sb = StateBuilder(Bounds(32, 1024))
+    obs = sb.observe(workers, _glob(workers))
+    assert obs.shape == (2, OBS_DIM) and obs.dtype == np.float32
+    assert (obs >= OBS_LOW).all() and (obs <= OBS_HIGH).all()
+    col = {f.name: i for i, f in enumerate(FEATURES)}
+    assert obs[0, col["iter_time_rel"]] == 0.0  # first window is the time reference
+    assert obs[1, col["batch_log"]] > obs[0, col["batch_log"]]
+    assert obs[0, col["wait_frac"]] == 0.0 and obs[1, col["wait_frac"]] == pytest.approx(0.4)
+    assert (obs[0, col["g_train_acc"]:] == obs[1, col["g_train_acc"]:]).all()  # global part shared
+    # second window: twice as slow, accuracy up by 0.1 on worker 0
+    slower = [dataclasses.replace(workers[0], iter_time_ms=200.0, batch_acc=0.6), workers[1]]
+    obs2 = sb.observe(slower, _glob(slower))
+    assert obs2[0, col["iter_time_rel"]] == pytest.approx(math.log2(200 / 100))
+    assert obs2[0, col["acc_change"]] == pytest.approx(1.0) and obs2[1, col["acc_change"]] == 0.0
+
+
+def test_actions_step_and_clamp_to_bounds():
+    bounds = Bounds(32, 1024)
+    assert apply_actions((64, 64, 1000, 40), (4, 0, 4, 0), (-100, -25, 0, 25, 100), bounds) == (164, 32, 1024, 32)
+    with pytest.raises(ValueError, match="action 5 is out of range"):
+        apply_actions((64,), (5,), (-100, -25, 0, 25, 100), bounds)
+
+
+# ---- reward ------------------------------------------------------------------------------------------
+
+
+def test_reward_matches_paper_formula_sgd_and_adam():
+    coeffs = RewardConfig(alpha=1.0, beta=0.5, delta=0.02, eta=0.01)
+    workers = [_worker(0, 128, iter_ms=150.0, acc=0.6, sigma_norm=0.5, sigma2_norm=0.25)]
+    sgd = worker_rewards(workers, np.array([0.1]), t_ref_ms=100.0, coeffs=coeffs, optimizer="sgd")
+    want = 0.6 + 1.0 * 0.1 - 0.5 * 1.5 - 0.02 * (math.log2(128) - 5)
+    assert sgd.total[0] == pytest.approx(want)
+    adam = worker_rewards(workers, np.array([-0.1]), t_ref_ms=100.0, coeffs=coeffs, optimizer="adam")
+    assert adam.gain[0] == 0.0  # max(0, dA)
+    assert adam.total[0] == pytest.approx(0.6 - 0.75 - 0.04 - 0.01 * 0.75)
+    with pytest.raises(ValueError, match="t_ref_ms"):
+        worker_rewards(workers, np.array([0.0]), 0.0, coeffs, "sgd")
+
+
+# ---- environment -------------------------------------------------------------------------------------
+
+
+def test_env_passes_check_env(cost):
+    env = DynamixEnv(training_config(rl_cfg()), cost=cost)
+    check_env(env, warn=True, skip_render_check=True)
+
+
+def _rollout(seed: int, cost: CostModel) -> tuple[np.ndarray, np.ndarray]:
+    """Actions and rewards PPO collects in its first rollout (2 episodes' worth) from ``seed``."""
+    cfg = training_config(rl_cfg(n_steps=8))
+    venv = WorkerVecEnv(DynamixEnv(cfg, cost=cost))
+    venv.seed(seed)
+    model = make_algo(cfg.rl, venv, seed)
+    model.learn(8 * venv.num_envs)
+    return model.rollout_buffer.actions.copy(), model.rollout_buffer.rewards.copy()
+
+
+def test_same_seed_same_actions_and_rewards_different_seed_differs(cost):
+    a1, r1 = _rollout(3, cost)
+    a2, r2 = _rollout(3, cost)
+    a3, r3 = _rollout(4, cost)
+    np.testing.assert_array_equal(a1, a2)
+    np.testing.assert_array_equal(r1, r2)
+    assert not np.array_equal(r1, r3)
+    assert not np.array_equal(a1, a3)
+
+
+def test_domain_randomisation_is_seeded_and_within_ranges():
+    rl = config.load().rl
+    specs = [sample_cluster(rl, np.random.default_rng(5), 100) for _ in range(2)]
+    assert specs[0] == specs[1]
+    many = [sample_cluster(rl, np.random.default_rng(s), 100) for s in range(30)]
+    speeds = [w.device.speed for s in many for w in s.workers]
+    assert min(speeds) >= rl.speed[0] * 0.999 and max(speeds) <= rl.speed[1] * 1.001
+    assert len({s.speeds for s in many}) == 30 and {s.architecture.kind for s in many} == {"ring", "ps"}
+    with pytest.raises(ConfigError, match=r"rl.speed"):
+        sample_cluster(dataclasses.replace(rl, speed=(2.0, 1.0)), np.random.default_rng(0), 100)
+
+
+# ---- training, artifacts, inference --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, cost):
+    """One smoke training run (16 then 24 per-worker transitions: a resume), shared by the tests below."""
+    out = tmp_path_factory.mktemp("policies")
+    cfg = rl_cfg()
+    zip_path = train_policy(cfg, "tiny", out_dir=out, cost=cost, progress=False)
+    first = json.loads((out / "tiny.run" / "checkpoint.json").read_text())
+    zip_path = train_policy(cfg, "tiny", timesteps=24, out_dir=out, cost=cost, progress=False)
+    return cfg, zip_path, first
+
+
+def test_smoke_training_end_to_end_with_resume(trained, cost, tmp_path):
+    cfg, zip_path, first = trained
+    zip_p, json_p = artifact_paths(zip_path)
+    meta = json.loads(json_p.read_text())
+    assert meta["state_spec_version"] == STATE_SPEC_VERSION and meta["actions"] == list(ACTIONS)
+    assert meta["bounds"] == {"min": 8, "max": 64} and meta["reward"]["beta"] == cfg.reward.beta
+    assert first["timesteps"] == 16 and meta["training"]["timesteps"] == 24  # resumed, not restarted
+    progress = pd.read_csv(zip_p.with_suffix(".run") / "progress.csv")
+    assert list(progress.columns) == PROGRESS_COLUMNS and len(progress) >= 2
+    assert progress["episode"].is_unique and progress["timesteps"].is_monotonic_increasing
+    parts = progress["acc"] + progress["gain"] - progress["time"] - progress["size"] - progress["noise"]
+    np.testing.assert_allclose(parts, progress["return"], rtol=1e-5, atol=1e-6)
+    # inference as a BatchSizePolicy in the simulator: within bounds, deterministic
+    runs = [simulate(homogeneous(3), cfg, make_policy(f"dynamix:{zip_p}"), seed=1, progress=False, cost=cost)
+            for _ in range(2)]
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    assert runs[0]["batch_size"].between(8, 64).all() and runs[0]["window"].nunique() >= 3
+
+
+def test_corrupt_or_mismatched_policy_refused(trained, tmp_path):
+    cfg, zip_path, _ = trained
+    zip_p, json_p = artifact_paths(zip_path)
+    good_zip, good_json = zip_p.read_bytes(), json_p.read_text()
+    load_policy(zip_p)  # the intact pair loads
+
+    def pair(zip_bytes: bytes, meta_text: str):
+        z, j = tmp_path / "p.zip", tmp_path / "p.json"
+        z.write_bytes(zip_bytes)
+        j.write_text(meta_text)
+        return z
+
+    flipped = bytearray(good_zip)
+    flipped[len(flipped) // 2] ^= 0xFF
+    with pytest.raises(PolicyArtifactError, match="corrupt or was replaced"):
+        load_policy(pair(bytes(flipped), good_json))
+    meta = json.loads(good_json)
+    with pytest.raises(PolicyArtifactError, match="state spec"):
+        load_policy(pair(good_zip, json.dumps({**meta, "state_spec_version": "dynamix-state-v0"})))
+    with pytest.raises(PolicyArtifactError, match="not valid JSON"):
+        load_policy(pair(good_zip, good_json[:-20]))
+    truncated = good_zip[: len(good_zip) // 2]
+    with pytest.raises(PolicyArtifactError, match="cannot be loaded"):
+        load_policy(pair(truncated, json.dumps({**meta, "zip_sha256": __import__("hashlib").sha256(truncated).hexdigest()})))
+    (tmp_path / "p.json").unlink()
+    with pytest.raises(PolicyArtifactError, match="p.json is missing"):
+        load_policy(tmp_path / "p.zip")
+    policy = make_policy(f"dynamix:{zip_p}")
+    ctx = PolicyContext(n_workers=2, initial_batch_sizes=(16, 16), bounds=Bounds(8, 64), actions=(-100, -25, 0, 25, 100))
+    with pytest.raises(PolicyArtifactError, match="trained for actions"):
+        policy.reset(ctx)
+    with pytest.raises(PolicyArtifactError, match="batch bounds"):
+        policy.reset(dataclasses.replace(ctx, actions=ACTIONS, bounds=Bounds(32, 1024)))
+
+
+def test_checkpoint_from_another_config_is_refused(trained, cost):
+    cfg, zip_path, _ = trained
+    other = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, gamma=0.5))
+    with pytest.raises(ConfigError, match="config_hash"):
+        train_policy(other, "tiny", timesteps=32, out_dir=zip_path.parent, cost=cost, progress=False)
