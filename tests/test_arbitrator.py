@@ -113,16 +113,18 @@ def test_restart_refuses_old_session_then_resumes_after_reregistration():
     report_all(old, 0, [64, 64])
     new = Arbitrator(Recorder(), RunSettings(barrier_timeout_s=5.0))
     w, g = sample_report(0, 1, 128, 2, global_batch=256)
-    with pytest.raises(FailedPrecondition, match="register again"):
+    with pytest.raises(FailedPrecondition, match="register again") as err:
         new.report(old.session_id, "test-run", w, g)
+    assert err.value.reason == "SESSION_UNKNOWN"
     for r in range(2):
         welcome = new.register(dataclasses.replace(registration(r, 2), next_window=1, current_batch_size=128))
         assert welcome.batch_size == 128  # keeps its current size, not the run's initial one
     out = report_all(new, 1, [128, 128])
     assert out[0].batch_sizes == (256, 256)
     w, g = sample_report(0, 0, 128, 2, global_batch=256)
-    with pytest.raises(FailedPrecondition, match="stale"):
+    with pytest.raises(FailedPrecondition, match="stale") as err:
         new.report(new.session_id, "test-run", w, g)
+    assert err.value.reason == "WINDOW_STALE"
 
 
 def test_one_run_at_a_time_until_everyone_leaves():

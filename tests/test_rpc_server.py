@@ -28,7 +28,7 @@ from dynamix.rpc.server import ArbitratorServer, SERVICE_NAME
 from dynamix.rpc.testing import local_server, registration, sample_report
 from dynamix.rpc.v1 import arbitrator_pb2 as pb
 from dynamix.rpc.v1 import arbitrator_pb2_grpc as pb_grpc
-from dynamix.rpc.validate import GLOBAL_RANGES, NAN_ALLOWED, WORKER_RANGES
+from dynamix.rpc.validate import GLOBAL_RANGES, NAN_ALLOWED, WORKER_RANGES, FailedPrecondition
 
 RUN = "test-run"
 
@@ -182,14 +182,33 @@ def test_status_codes_name_the_problem(live):
     with pytest.raises(grpc.RpcError) as err:
         stub.ReportWindow(req, timeout=5)
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "register again" in err.value.details()
+    assert ("dynamix-reason", "REJECT_REASON_SESSION_UNKNOWN") in err.value.trailing_metadata()
     with pytest.raises(grpc.RpcError) as err:
         stub.Register(pb.RegisterRequest(run_id=RUN, rank=0, world_size=0), timeout=5)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "world_size = 0" in err.value.details()
 
 
+def test_every_rejection_reason_is_in_the_proto():
+    assert [f"REJECT_REASON_{r}" for r in FailedPrecondition.REASONS] == pb.RejectReason.keys()[1:]
+
+
 # ----------------------------------------------------------------------------------------------
 # Fail-open client, restart, reconnection
 # ----------------------------------------------------------------------------------------------
+
+
+def test_a_stale_report_fails_open_without_re_registering_or_rewinding_the_run(caplog):
+    with local_server(make_policy("static:128"), RunSettings(barrier_timeout_s=5.0)) as server:
+        client = ArbitratorClient(server.target, registration(0, 1), fast())
+        for t in range(4):
+            assert client.report(*sample_report(0, t, 128, 1)).batch_size == 128
+        decided = server.arbitrator.decisions
+        with caplog.at_level(logging.INFO, logger="dynamix.rpc.client"):
+            assert client.report(*sample_report(0, 1, 128, 1)) is None  # stale: keep the current size
+        assert "WINDOW_STALE" in caplog.text and "registering again" not in caplog.text
+        client.skip = 0
+        assert client.report(*sample_report(0, 3, 128, 1)).window == 3  # a replay: not rewound to window 1
+        assert server.arbitrator.decisions == decided
 
 
 def free_port() -> int:

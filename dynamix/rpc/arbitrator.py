@@ -190,7 +190,7 @@ class Arbitrator:
                     raise FailedPrecondition(
                         f"the arbitrator is serving run {run.run_id!r} (ranks {sorted(run.registered)} "
                         f"registered); run {reg.run_id!r} may start when they leave or after "
-                        f"{self.settings.idle_run_timeout_s} s of silence"
+                        f"{self.settings.idle_run_timeout_s} s of silence", "RUN_BUSY"
                     )
                 run = self._start_run(reg)
             elif reg.next_window == 0 and run.last_window >= 0:
@@ -204,7 +204,8 @@ class Arbitrator:
                     mine, theirs = getattr(reg, name), getattr(run.reg, name)
                     if mine != theirs:
                         raise FailedPrecondition(
-                            f"{name} = {mine!r} is inconsistent with run {run.run_id!r}, which has {theirs!r}"
+                            f"{name} = {mine!r} is inconsistent with run {run.run_id!r}, which has {theirs!r}",
+                            "RUN_INCONSISTENT",
                         )
                 if 0 < reg.next_window <= run.last_window:
                     log.warning("run %s rewinds to window %d (was at %d): resumed from a checkpoint?",
@@ -284,16 +285,18 @@ class Arbitrator:
         if session_id != self.session_id:
             raise FailedPrecondition(
                 f"session_id {session_id[:64]!r} is not this arbitrator's session (it restarted or "
-                f"never saw this worker): register again"
+                f"never saw this worker): register again", "SESSION_UNKNOWN"
             )
         run = self._run
         if run is None or run.run_id != run_id:
             current = run.run_id if run else None
-            raise FailedPrecondition(f"run_id {run_id[:300]!r} is not the current run ({current!r}): register")
+            raise FailedPrecondition(f"run_id {run_id[:300]!r} is not the current run ({current!r}): register",
+                                     "RUN_UNKNOWN")
         if not 0 <= rank < run.reg.world_size:
             raise InvalidArgument(f"rank = {rank} is out of range: must be in [0, {run.reg.world_size - 1}]")
         if rank not in run.registered:
-            raise FailedPrecondition(f"rank {rank} is not registered in run {run_id!r}: register first")
+            raise FailedPrecondition(f"rank {rank} is not registered in run {run_id!r}: register first",
+                                     "NOT_REGISTERED")
         return run
 
     # ----------------------------------------------------------------------------------------
@@ -311,7 +314,8 @@ class Arbitrator:
             t = glob.window
             if t < run.last_window:
                 raise FailedPrecondition(
-                    f"window {t} is stale: window {run.last_window} of run {run_id!r} is already decided"
+                    f"window {t} is stale: window {run.last_window} of run {run_id!r} is already decided",
+                    "WINDOW_STALE",
                 )
             if t == run.last_window:
                 return self._replay(run, rank, t)
@@ -334,7 +338,8 @@ class Arbitrator:
                 self._finalize(run, barrier)
             while barrier.outcome is None:
                 if self._run is not run or run.pending is not barrier:
-                    raise FailedPrecondition(f"window {t} was abandoned: the run restarted or rewound")
+                    raise FailedPrecondition(f"window {t} was abandoned: the run restarted or rewound",
+                                             "WINDOW_ABANDONED")
                 remaining = barrier.deadline - self.clock()
                 if remaining <= 0:
                     self._finalize(run, barrier)
@@ -346,7 +351,7 @@ class Arbitrator:
         """A report for the window just decided: a retry (same answer) or a late rank (told so)."""
         outcome = run.last_outcome
         if outcome is None:  # re-registered run: windows before next_window were decided elsewhere
-            raise FailedPrecondition(f"window {t} was decided before the arbitrator restarted")
+            raise FailedPrecondition(f"window {t} was decided before the arbitrator restarted", "WINDOW_STALE")
         late = rank not in outcome.participants
         if late:
             run.inactive.discard(rank)

@@ -6,8 +6,9 @@ size, or ``None`` meaning "keep your current size and carry on". Rules:
 - Budget: one report (including re-registration, retries and backoff sleeps) never takes longer than
   ``deadline_s``; each attempt's gRPC deadline is the remaining budget.
 - Retries: UNAVAILABLE (server down or restarting) is retried up to ``retries`` times with
-  exponential backoff from ``backoff_ms``; FAILED_PRECONDITION (the arbitrator restarted and lost our
-  session, or never saw us) triggers one re-registration and one retry; other codes fail at once.
+  exponential backoff from ``backoff_ms``; FAILED_PRECONDITION whose reason says registering helps
+  (the arbitrator restarted and lost our session, or never saw us) triggers one re-registration and
+  one retry; other codes and reasons (a stale window, another run in progress) fail at once.
 - Fail-open and reconnect: after the n-th consecutive failure the next ``min(2**(n-1), reconnect_max_skip)``
   reports are skipped without a call, so a dead or hung arbitrator costs O(log) deadlines, not one per
   window. Skipping counts windows, not seconds, so ranks in lock-step stay in step. The first failure
@@ -29,10 +30,10 @@ from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import Bounds
 from dynamix.rpc import convert
 from dynamix.rpc.arbitrator import Answer, RunSettings, Welcome
-from dynamix.rpc.server import AUTH_METADATA_KEY, TOKEN_ENV
+from dynamix.rpc.server import AUTH_METADATA_KEY, REASON_METADATA_KEY, TOKEN_ENV
 from dynamix.rpc.v1 import arbitrator_pb2 as pb
 from dynamix.rpc.v1 import arbitrator_pb2_grpc as pb_grpc
-from dynamix.rpc.validate import Registration
+from dynamix.rpc.validate import FailedPrecondition, Registration
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,17 @@ class ClientSettings:
 
 
 class _Failed(Exception):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
+    def __init__(self, code: grpc.StatusCode, details: str, reason: str = "") -> None:
+        super().__init__(f"{code.name}: {details}" + (f" [{reason}]" if reason else ""))
         self.code = code
+        self.reason = reason  # FailedPrecondition.REASONS entry, for FAILED_PRECONDITION
+
+
+def _reason(exc: grpc.RpcError) -> str:
+    for key, value in exc.trailing_metadata() or ():
+        if key == REASON_METADATA_KEY:
+            return str(value).removeprefix("REJECT_REASON_")
+    return ""
 
 
 class ArbitratorClient:
@@ -126,7 +135,7 @@ class ArbitratorClient:
             try:
                 msg = self._call(self.stub.ReportWindow, request, end)
             except _Failed as exc:
-                if exc.code != grpc.StatusCode.FAILED_PRECONDITION or reregistered:
+                if exc.reason not in FailedPrecondition.REREGISTER or reregistered:
                     raise
                 log.info("arbitrator refused window %d (%s): registering again", glob.window, exc)
                 reregistered = True
@@ -190,7 +199,7 @@ class ArbitratorClient:
         try:
             return method(request, timeout=remaining, metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise _Failed(exc.code(), exc.details() or "") from None
+            raise _Failed(exc.code(), exc.details() or "", _reason(exc)) from None
 
     def _with_retries(self, end: float, fn):
         backoff_s = self.settings.backoff_ms / 1000

@@ -2,7 +2,8 @@
 
 The servicer converts messages (:mod:`dynamix.rpc.convert`), delegates, and maps rejections to status
 codes: :class:`~dynamix.rpc.validate.InvalidArgument` -> INVALID_ARGUMENT,
-:class:`~dynamix.rpc.validate.FailedPrecondition` -> FAILED_PRECONDITION,
+:class:`~dynamix.rpc.validate.FailedPrecondition` -> FAILED_PRECONDITION (its reason in the trailing
+metadata ``dynamix-reason``),
 :class:`~dynamix.rpc.arbitrator.PolicyFailure` and anything unexpected -> INTERNAL (logged). No input
 can stop the server: every handler ends in a response or a status.
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Arbitrator"].full_name
 AUTH_METADATA_KEY = "authorization"
+REASON_METADATA_KEY = "dynamix-reason"
+"""Trailing metadata naming the ``RejectReason`` of a FAILED_PRECONDITION."""
 TOKEN_ENV = "DYNAMIX_ARBITRATOR_TOKEN"
 """Environment variable holding the shared token for both ``serve`` and workers (kept off argv)."""
 
@@ -83,6 +86,7 @@ def _handle(context: grpc.ServicerContext, fn: Callable[[], object]) -> object:
         code, message = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     except FailedPrecondition as exc:
         code, message = grpc.StatusCode.FAILED_PRECONDITION, str(exc)
+        context.set_trailing_metadata(((REASON_METADATA_KEY, f"REJECT_REASON_{exc.reason}"),))
     except PolicyFailure as exc:
         code, message = grpc.StatusCode.INTERNAL, str(exc)
     except Exception as exc:  # a bug here must cost one call, not the service

@@ -38,7 +38,22 @@ class InvalidArgument(Rejected):
 
 
 class FailedPrecondition(Rejected):
-    """The request does not fit the arbitrator's state (maps to gRPC FAILED_PRECONDITION)."""
+    """The request does not fit the arbitrator's state (maps to gRPC FAILED_PRECONDITION).
+
+    ``reason`` is one of :data:`REASONS` (the proto's ``RejectReason`` without its prefix), sent to the
+    caller as trailing metadata so it knows whether registering again can help.
+    """
+
+    REASONS = ("SESSION_UNKNOWN", "RUN_UNKNOWN", "NOT_REGISTERED", "RUN_BUSY", "RUN_INCONSISTENT",
+               "WINDOW_STALE", "WINDOW_ABANDONED")
+    REREGISTER = frozenset({"SESSION_UNKNOWN", "RUN_UNKNOWN", "NOT_REGISTERED"})
+    """Reasons after which registering again lets the same report through."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        if reason not in self.REASONS:
+            raise ValueError(f"reason = {reason!r} is not allowed: must be one of {self.REASONS}")
+        super().__init__(message)
+        self.reason = reason
 
 
 WORKER_RANGES: dict[str, dict] = {
