@@ -78,12 +78,37 @@ def set_targets(summary: pd.DataFrame, runs: pd.DataFrame, fraction: float, fixe
     return summary
 
 
+def _cached_run(cache: Path | None, cfg: Config, spec: ClusterSpec, policy, seed: int, simulate_run) -> pd.DataFrame:
+    """One run's rows, read from ``cache`` when this exact (config, cluster, policy, seed) ran before.
+
+    The key is the config hash, the run id and, for trained policies, the artifact's sha256, so a
+    retrained policy or a changed setting never reuses stale rows.
+    """
+    if cache is None:
+        return simulate_run()
+    from dynamix.sim.run import run_id
+
+    fingerprint = getattr(policy, "meta", {}).get("zip_sha256", "")[:12]
+    path = cache / cfg.hash() / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv"
+    if path.exists():
+        return pd.read_csv(path)
+    frame = simulate_run()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    frame.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return frame
+
+
 def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Sequence[str], cfg: Config,
              seeds: int | Iterable[int], out_dir: str | Path | None = None, target_accuracy: float | None = None,
-             progress: bool = True, cost: CostModel | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+             progress: bool = True, cost: CostModel | None = None,
+             cache_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Simulate every (cluster, policy, seed); returns (runs_df, summary_df), written to ``out_dir``.
 
-    ``cost`` overrides the calibrated simulator cost model (tests, what-if studies).
+    Finished runs are cached under ``cache_dir`` (default ``out_dir/cache``), so an interrupted or
+    extended evaluation (another policy, more seeds) only simulates what is new, and several
+    processes may share one cache. ``cost`` overrides the calibrated simulator cost model.
     """
     from dynamix.sim.run import simulate
 
@@ -92,13 +117,15 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     if not specs or not policy_specs or not seed_list:
         raise ValueError("evaluate needs at least one cluster, one policy and one seed")
     policies = {p: make_policy(p) for p in policy_specs}  # load (and validate) every policy up front
+    cache = Path(cache_dir) if cache_dir is not None else (Path(out_dir) / "cache" if out_dir is not None else None)
     data = load_cifar10(cfg.data)
     frames, rows = [], []
     bar = tqdm(total=len(specs) * len(policies) * len(seed_list), desc="evaluate", unit="run", disable=not progress)
     for spec in specs:
         for spec_str, policy in policies.items():
             for seed in seed_list:
-                frame = simulate(spec, cfg, policy, seed, data=data, progress=False, cost=cost)
+                frame = _cached_run(cache, cfg, spec, policy, seed, lambda: simulate(
+                    spec, cfg, policy, seed, data=data, progress=False, cost=cost))
                 frame.insert(0, "cluster", spec.name)
                 frames.append(frame)
                 rows.append({"cluster": spec.name, "policy": policy.name, "seed": seed, **_run_summary(frame)})
@@ -161,13 +188,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare", default=None, metavar="POLICY",
                         help="also print POLICY's time-to-target ratios against the static median, lbbsp, gns")
     parser.add_argument("--out", required=True, help="output folder for runs.csv and summary.csv")
+    parser.add_argument("--cache", default=None, help="finished-run cache, shareable between processes "
+                        "(default: OUT/cache)")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
 
 
 def main(args: argparse.Namespace) -> int:
     cfg = config.load(args.params, args.profile, args.overrides)
     _, summary = evaluate(args.cluster, args.policy, cfg, args.seeds, args.out, args.target_accuracy,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, cache_dir=args.cache)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.groupby(["cluster", "policy"])[["time_to_target_s", "final_accuracy", "total_time_s"]]
               .median().round(3).to_string())

@@ -1,0 +1,75 @@
+"""``dynamix evaluate``: the runs.csv / summary.csv contract, target accuracy, caching, compare()."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynamix import config
+from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
+from dynamix.metrics.schema import RUNS_COLUMNS
+from dynamix.models import build_model, gradient_bytes
+from dynamix.rl.evaluate import compare, evaluate
+from dynamix.sim.costmodel import CostModel
+
+REQUIRED = ["policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s", "target_accuracy"]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = config.load(overrides={
+        "model": {"name": "mlp", "width": 0.0625},
+        "batch": {"min": 8, "max": 64, "initial": 16, "window": 2},
+        "train": {"threads": 1, "epochs": 0.04, "eval_every": 2, "eval_samples": 200},
+    })
+    spec = ClusterSpec(name="two-speed", workers=(WorkerSpec(DeviceProfile("a", 1.0)), WorkerSpec(DeviceProfile("b", 0.25))))
+    cost = CostModel(a_ms=1.0, c_ms_per_sample=0.05, gradient_bytes=gradient_bytes(build_model("mlp", 0.0625)))
+    return cfg, spec, cost
+
+
+def test_evaluate_writes_the_contract_and_derives_the_target(setup, tmp_path):
+    cfg, spec, cost = setup
+    runs, summary = evaluate([spec], ["static:8", "static:32"], cfg, seeds=2, out_dir=tmp_path, progress=False, cost=cost)
+    on_disk = pd.read_csv(tmp_path / "summary.csv")
+    assert set(REQUIRED) <= set(on_disk.columns) and len(on_disk) == 4
+    assert list(pd.read_csv(tmp_path / "runs.csv").columns) == ["cluster", *RUNS_COLUMNS]
+    best = summary.groupby("policy")["final_accuracy"].mean().max()
+    assert summary["target_accuracy"].unique().tolist() == [pytest.approx(cfg.rl.target_fraction * best)]
+    for _, r in summary.iterrows():
+        run = runs[(runs.policy == r.policy) & (runs.seed == r.seed)].drop_duplicates("window")
+        assert r.total_time_s == run["elapsed_s"].iloc[-1]
+        reached = run[run["test_acc"] >= r.target_accuracy]
+        assert (math.isnan(r.time_to_target_s) and reached.empty) or r.time_to_target_s == reached["elapsed_s"].iloc[0]
+    # same epoch budget: 4x smaller batches take ~4x the iterations
+    its = summary.groupby("policy")["iterations"].max()
+    assert its["static:8"] >= 3 * its["static:32"]
+
+
+def test_unreachable_target_leaves_time_empty_and_cache_reuses_runs(setup, tmp_path):
+    cfg, spec, cost = setup
+    _, first = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False, cost=cost)
+    assert first["time_to_target_s"].isna().all()
+    assert pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)["time_to_target_s"].tolist() == [""]
+    cached = list((tmp_path / "cache").rglob("*.csv"))
+    assert len(cached) == 1
+    stamp = cached[0].stat().st_mtime_ns
+    _, again = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False, cost=cost)
+    assert cached[0].stat().st_mtime_ns == stamp  # read back, not re-simulated
+    pd.testing.assert_frame_equal(first, again, check_dtype=False)
+
+
+def test_compare_ratios_against_static_median_and_baselines():
+    rows = []
+    for policy, t, acc in [("dynamix:x", 7.0, 0.50), ("static:32", 10.0, 0.51), ("static:64", 20.0, 0.50),
+                           ("static:128", np.nan, 0.40), ("lbbsp", 14.0, 0.5), ("gns", 7.0, 0.45)]:
+        rows.append({"cluster": "c", "policy": policy, "seed": 0, "time_to_target_s": t, "final_accuracy": acc})
+    table = compare(pd.DataFrame(rows), "dynamix:x").iloc[0]
+    assert table["median_static_time_s"] == 20.0  # median of 10, 20, inf (never reached)
+    assert table["ratio_vs_median_static"] == pytest.approx(0.35)
+    assert table["acc_minus_best_static_pts"] == pytest.approx(-1.0)
+    assert table["ratio_vs_lbbsp"] == pytest.approx(0.5) and table["ratio_vs_gns"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="not in the summary"):
+        compare(pd.DataFrame(rows), "dynamix:y")
