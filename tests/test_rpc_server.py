@@ -188,6 +188,16 @@ def test_status_codes_name_the_problem(live):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "world_size = 0" in err.value.details()
 
 
+def test_a_world_larger_than_the_server_threads_is_refused_up_front():
+    with local_server(make_policy("static:64"), max_threads=4) as server:
+        stub = pb_grpc.ArbitratorStub(grpc.insecure_channel(server.target))
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Register(convert.registration_to_pb(registration(0, 4)), timeout=5)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "arbitrator.max_threads = 4" in err.value.details()
+        assert stub.Register(convert.registration_to_pb(registration(0, 3)), timeout=5).batch_size == 64
+
+
 def test_every_rejection_reason_is_in_the_proto():
     assert [f"REJECT_REASON_{r}" for r in FailedPrecondition.REASONS] == pb.RejectReason.keys()[1:]
 

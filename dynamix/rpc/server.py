@@ -56,10 +56,18 @@ def is_loopback(host: str) -> bool:
 class ArbitratorServicer(pb_grpc.ArbitratorServicer):
     """Converts and delegates; see the module docstring for the status mapping."""
 
-    def __init__(self, arbitrator: Arbitrator) -> None:
+    def __init__(self, arbitrator: Arbitrator, max_threads: int) -> None:
         self.arbitrator = arbitrator
+        self.max_threads = max_threads
 
     def Register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterResponse:
+        if request.world_size >= self.max_threads:
+            # every report of a window holds a handler thread at the barrier: with too few threads the
+            # last reports could never be served and every window would end in a timeout
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"world_size = {request.world_size} needs more than arbitrator.max_threads = "
+                          f"{self.max_threads} server threads: restart the arbitrator with "
+                          f"--set arbitrator.max_threads={request.world_size + 8}")
         return _handle(context, lambda: convert.welcome_to_pb(
             self.arbitrator.register(convert.registration_from_pb(request))))
 
@@ -145,7 +153,7 @@ class ArbitratorServer:
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="arbitrator"),
             interceptors=interceptors,
         )
-        pb_grpc.add_ArbitratorServicer_to_server(ArbitratorServicer(arbitrator), self.server)
+        pb_grpc.add_ArbitratorServicer_to_server(ArbitratorServicer(arbitrator, max_threads), self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
