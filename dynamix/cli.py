@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-mini": ("dynamix.data.cli_mini", "build the embedded class-balanced subset from a full set"),
     "calibrate": ("dynamix.sim.cli_calibrate", "fit the compute cost t(b) = a + c b on this machine"),
     "simulate": ("dynamix.sim.cli_simulate", "train on a virtual cluster: real learning, modelled time"),
+    "validate-sim": ("dynamix.sim.cli_validate", "simulator vs engine: predicted and measured iteration times"),
     "run": ("dynamix.experiments.cli", "run one experiment (a notebook's computation) and draw its figures"),
     "arbitrator": ("dynamix.rpc.cli", "serve batch-size decisions to distributed workers over gRPC"),
     "train-policy": ("dynamix.rl.train", "train the DYNAMIX PPO agent on randomised virtual clusters"),

@@ -15,6 +15,10 @@ and the fit's R^2 is stored beside a and c. Timing uses ``threads`` torch thread
 setting of each engine worker when several share this machine's cores); device profiles in
 :data:`dynamix.cluster.DEVICE_PROFILES` are speeds relative to this measurement.
 
+``processes`` > 1 runs that many timing processes at once and pools their measurements: the compute
+time of one worker among N co-located ones (the engine's situation when N workers share this
+machine's cores), which :mod:`dynamix.sim.validate` uses to predict local engine runs.
+
 The result lives in ``results/calibration/<model>.json`` (``<model>-w<width>.json`` when width != 1).
 :func:`load_calibration` reads it, or runs a quick calibration (logged) when none exists.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing as mp
 import platform
 import time
 from dataclasses import asdict, dataclass
@@ -53,6 +58,7 @@ class Calibration:
     c_ms_per_sample: float  # compute per sample (ms)
     r2: float  # coefficient of determination of the linear fit
     threads: int  # torch threads used while timing
+    processes: int  # timing processes running at once (1: a lone worker)
     batch_sizes: tuple[int, ...]
     median_ms: tuple[float, ...]  # measured median iteration compute per batch size
     repeats: int
@@ -105,31 +111,47 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
     return times
 
 
+def _measure_in_process(model_name: str, width: float, batch_sizes, repeats: int, threads: int,
+                        seed: int) -> list[list[float]]:
+    """:func:`measure` at ``threads`` torch threads (restored afterwards); the unit of work of a pool."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return measure(model_name, width, batch_sizes, repeats, seed=seed)
+    finally:
+        torch.set_num_threads(before)
+
+
 def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZES, repeats: int = 5,
-              threads: int = 1, write: bool = True) -> Calibration:
-    """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads; write the JSON."""
+              threads: int = 1, write: bool = True, processes: int = 1) -> Calibration:
+    """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads in each of
+    ``processes`` concurrent timing processes; write the JSON when ``write``."""
     if len(set(batch_sizes)) < 2:
         raise ValueError(f"calibrate: batch_sizes = {list(batch_sizes)} needs at least two distinct sizes")
     if threads < 1:
         raise ValueError(f"calibrate: threads = {threads} is out of range: must be >= 1")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        times = measure(model_name, width, tuple(batch_sizes), repeats)
-    finally:
-        torch.set_num_threads(before)
+    if processes < 1:
+        raise ValueError(f"calibrate: processes = {processes} is out of range: must be >= 1")
+    job = (model_name, width, tuple(batch_sizes), repeats, threads)
+    if processes == 1:
+        times = _measure_in_process(*job, seed=0)
+    else:
+        with mp.get_context("spawn").Pool(processes) as pool:
+            per_proc = pool.starmap(_measure_in_process, [(*job, p) for p in range(processes)])
+        times = [sum((t[j] for t in per_proc), []) for j in range(len(batch_sizes))]
     medians = [float(np.median(t)) for t in times]
     a, c, r2 = fit_linear(batch_sizes, medians)
     if a < 0:  # a tiny negative intercept is fitting noise; the model needs t(0) >= 0
         a, c = 0.0, float(np.dot(batch_sizes, medians) / np.dot(batch_sizes, batch_sizes))
     cal = Calibration(
         model=model_name, width=float(width), a_ms=a, c_ms_per_sample=c, r2=r2, threads=threads,
+        processes=processes,
         batch_sizes=tuple(int(b) for b in batch_sizes), median_ms=tuple(medians), repeats=repeats,
         gradient_bytes=gradient_bytes(build_model(model_name, width)), host=platform.node(),
         torch_version=torch.__version__,
     )
-    log.info("calibrated %s (width %g, %d threads): a = %.3f ms, c = %.4f ms/sample, R^2 = %.4f",
-             model_name, width, threads, a, c, r2)
+    log.info("calibrated %s (width %g, %d threads x %d processes): a = %.3f ms, c = %.4f ms/sample, "
+             "R^2 = %.4f", model_name, width, threads, processes, a, c, r2)
     if write:
         path = calibration_path(model_name, width)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,6 +167,7 @@ def load_calibration(model_name: str, width: float = 1.0) -> Calibration:
     if path.exists():
         d = json.loads(path.read_text())
         d["batch_sizes"], d["median_ms"] = tuple(d["batch_sizes"]), tuple(d["median_ms"])
+        d.setdefault("processes", 1)
         return Calibration(**d)
     log.warning("no calibration at %s: running a quick one (run `dynamix calibrate --model %s` for a "
                 "careful fit)", path, model_name)

@@ -1,0 +1,73 @@
+"""Calibration: the least-squares fit recovers known constants; a real (small) calibration writes a
+JSON that load_calibration reads back; the CLI commands run end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dynamix import cli, paths
+from dynamix.sim import calibrate as cal_mod
+
+
+@pytest.fixture
+def calibration_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "CALIBRATION", tmp_path / "calibration")
+    before = torch.get_num_threads()
+    yield tmp_path / "calibration"
+    torch.set_num_threads(before)
+
+
+def test_fit_recovers_known_constants():
+    b = np.array([16, 32, 64, 128, 256])
+    a, c, r2 = cal_mod.fit_linear(b, 3.0 + 0.75 * b)
+    assert (a, c, r2) == pytest.approx((3.0, 0.75, 1.0))
+    noisy = 3.0 + 0.75 * b + np.array([0.5, -0.5, 0.3, -0.2, 0.1])
+    a, c, r2 = cal_mod.fit_linear(b, noisy)
+    assert a == pytest.approx(3.0, abs=1.0) and c == pytest.approx(0.75, abs=0.01) and 0.99 < r2 < 1
+
+
+def test_calibrate_writes_and_load_reads(calibration_dir):
+    cal = cal_mod.calibrate("mlp", width=0.25, batch_sizes=(8, 32), repeats=2, threads=1)
+    path = calibration_dir / "mlp-w0.25.json"
+    assert path.exists() and cal_mod.calibration_path("mlp", 0.25) == path
+    stored = json.loads(path.read_text())
+    assert stored["model"] == "mlp" and stored["threads"] == 1 and stored["processes"] == 1
+    assert cal.c_ms_per_sample > 0 and cal.a_ms >= 0 and len(cal.median_ms) == 2
+    assert cal_mod.load_calibration("mlp", 0.25) == cal
+
+
+def test_load_without_a_file_calibrates_quickly(calibration_dir, caplog):
+    cal = cal_mod.load_calibration("mlp", 0.125)
+    assert cal.batch_sizes == cal_mod.QUICK_BATCH_SIZES
+    assert "no calibration" in caplog.text and (calibration_dir / "mlp-w0.125.json").exists()
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(batch_sizes=(32, 32)), "batch_sizes"),
+    (dict(threads=0), "threads"),
+    (dict(processes=0), "processes"),
+])
+def test_bad_calibration_arguments_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        cal_mod.calibrate("mlp", **kwargs)
+
+
+def test_cli_calibrate_and_simulate(calibration_dir, tmp_path, capsys):
+    assert cli.main(["calibrate", "--model", "mlp", "--width", "0.25", "--batch-sizes", "8", "16",
+                     "--repeats", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "mlp"
+    out = tmp_path / "sim"
+    assert cli.main(["simulate", "--cluster", "clusters/slow-worker-4.yaml", "--policy", "static:8",
+                     "--profile", "smoke", "--set", "model.name=mlp", "--set", "model.width=0.25",
+                     "--set", "train.max_iters=4", "--set", "batch.window=2", "--set", "batch.min=8",
+                     "--set", "batch.initial=8", "--set", "train.threads=1", "--out", str(out),
+                     "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["iterations"] == 4 and summary["windows"] == 2
+    frame = pd.read_csv(out / "runs.csv")
+    assert len(frame) == 8 and set(frame["batch_size"]) == {8}
