@@ -225,3 +225,32 @@ def test_checkpoint_from_another_config_is_refused(trained, cost):
     other = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, gamma=0.5))
     with pytest.raises(ConfigError, match="config_hash"):
         train_policy(other, "tiny", timesteps=32, out_dir=zip_path.parent, cost=cost, progress=False)
+
+
+def test_policy_state_survives_an_arbitrator_restart(trained, cost):
+    """state_dict/load_state_dict (what the arbitrator persists) reproduce the same next decision."""
+    from dynamix.sim.cluster import VirtualCluster
+    from dynamix.sim.run import policy_context
+
+    cfg, zip_path, _ = trained
+    cluster = VirtualCluster(homogeneous(2), cfg, seed=0, cost=cost)
+    ctx = policy_context(cluster, cfg, 0)
+    a = make_policy(f"dynamix:{zip_path}")
+    a.reset(ctx)
+    a.decide(*cluster.run_window([16, 16]))
+    saved = json.loads(json.dumps(a.state_dict()))  # plain data
+    window = cluster.run_window([16, 16])
+    b = make_policy(f"dynamix:{zip_path}")
+    b.reset(ctx)
+    b.load_state_dict(saved)
+    assert a.decide(*window) == b.decide(*window)
+
+
+def test_transfer_fine_tunes_on_another_workload(trained, cost):
+    cfg, zip_path, _ = trained
+    other = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, width=0.125))
+    cost2 = dataclasses.replace(cost, gradient_bytes=gradient_bytes(build_model("mlp", 0.125)))
+    out = train_policy(other, "tiny-ft", timesteps=8, init=str(zip_path), out_dir=zip_path.parent, cost=cost2, progress=False)
+    meta = json.loads(artifact_paths(out)[1].read_text())
+    assert meta["training"]["init"] == str(zip_path) and meta["training"]["workload"]["width"] == 0.125
+    assert meta["training"]["timesteps"] == 8
