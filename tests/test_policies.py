@@ -199,3 +199,22 @@ def test_ramp_by_epochs():
     for epoch, expected in [(0.49, 32), (0.5, 96), (1.2, 288)]:
         decision = policy.decide(workers, glob.__class__(**{**glob.as_row(), "epoch": epoch}))
         assert decision.batch_sizes == (expected,)
+
+
+# -------------------------------------------------------------------------------- the contract
+
+
+@pytest.mark.parametrize("spec", ["static", "lbbsp", "gns:refit=10", "ramp:factor=4,every=20"])
+def test_every_baseline_returns_one_bounded_size_per_worker(spec):
+    """Random heterogeneous clusters: every decision has n sizes within bounds and a finite lr_scale > 0."""
+    gen = np.random.default_rng(7)
+    for trial in range(4):
+        n = int(gen.integers(2, 7))
+        bounds = Bounds(int(gen.choice([8, 32])), int(gen.choice([256, 1024])))
+        ctx = PolicyContext(n_workers=n, initial_batch_sizes=tuple(int(v) for v in gen.integers(8, 300, n)),
+                            bounds=bounds)
+        cluster = SyntheticCluster(gen.uniform(0, 5, n), gen.uniform(0.02, 1.0, n), comm_ms=float(gen.uniform(0, 50)),
+                                   lr=0.02, jitter=0.1, window=5, seed=trial)
+        for sizes, _, lr_scale in drive(make_policy(spec), cluster, ctx, 12):
+            assert len(sizes) == n and all(bounds.min <= s <= bounds.max for s in sizes)
+            assert np.isfinite(lr_scale) and lr_scale > 0

@@ -18,8 +18,8 @@ class StaticPolicy(BatchSizePolicy):
         self.name = "static" if batch_size is None else f"static:{batch_size}"
 
     def _sizes(self, ctx: PolicyContext) -> tuple[int, ...]:
-        if self.batch_size is None:
-            return tuple(ctx.initial_batch_sizes)
+        if self.batch_size is None:  # the run's initial sizes, clamped as BatchSizePolicy.initial does
+            return tuple(ctx.bounds.clamp(b) for b in ctx.initial_batch_sizes)
         return (self.batch_size,) * ctx.n_workers
 
     def initial(self, ctx: PolicyContext) -> Decision:
