@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -110,6 +111,6 @@ def test_gns_state_round_trip_reproduces_decisions():
     history = drive(first, cluster, ctx, 12)
     restored = make_policy("gns:refit=20")
     restored.reset(ctx)
-    restored.load_state_dict(first.state_dict())
+    restored.load_state_dict(json.loads(json.dumps(first.state_dict())))  # JSON-safe state
     workers, glob = cluster.run_window(history[-1][0])
     assert restored.decide(workers, glob) == first.decide(workers, glob)

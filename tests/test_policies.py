@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import numpy as np
 import pytest
 
@@ -167,7 +168,7 @@ def test_lbbsp_state_round_trip_reproduces_decisions():
     drive(first, cluster, ctx, 6)
     restored = make_policy("lbbsp")
     restored.reset(ctx)
-    restored.load_state_dict(first.state_dict())
+    restored.load_state_dict(json.loads(json.dumps(first.state_dict())))  # JSON-safe state
     workers, glob = cluster.run_window((64, 64, 64))
     assert restored.decide(workers, glob) == first.decide(workers, glob)
 
