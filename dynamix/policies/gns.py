@@ -218,7 +218,8 @@ class GnsPolicy(BatchSizePolicy):
         sizes = current
         if glob.iteration - self.last_refit >= self.options.refit and self.estimator.ready:
             self.last_refit = glob.iteration
-            cur_b = sum(current)
+            n, lo, hi = len(current), self.ctx.bounds.min, self.ctx.bounds.max
+            cur_b = min(max(sum(current), n * lo), n * hi)  # a backend may have capped the sizes
             grid = self.grid()
             candidates = np.unique(np.append(grid, cur_b))
             good = self.goodput(candidates)
