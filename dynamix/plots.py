@@ -123,10 +123,11 @@ def baselines_throughput_vs_batch(agg: pd.DataFrame, stem: str | Path) -> plt.Fi
 
 
 def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 5) -> plt.Figure:
-    """Policy training: cumulative reward per episode, raw and a rolling mean over ``window``."""
+    """Policy training: cumulative reward per episode (mean over workers of each worker's return),
+    raw and a rolling mean over ``window`` episodes (``progress``: :mod:`dynamix.rl.train`'s CSV)."""
     fig, ax = plt.subplots(figsize=(5, 3.4))
     ep = progress["episode"]
-    r = progress["episode_reward"]
+    r = progress["return"]
     ax.plot(ep, r, alpha=0.35, label="per episode")
     ax.plot(ep, r.rolling(window, min_periods=1).mean(), label=f"rolling mean ({window} episodes)")
     ax.set_xlabel("episode")
@@ -136,21 +137,23 @@ def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 5) -> p
     return save(fig, stem)
 
 
-def inference_accuracy_vs_time(curves: pd.DataFrame, stem: str | Path) -> plt.Figure:
-    """DYNAMIX vs baselines: test accuracy against time, one panel per optimiser workload."""
-    return save(_curves_figure(curves, "policy", "optimizer", "Accuracy vs time"), stem)
+def inference_accuracy_vs_time(curves: pd.DataFrame, stem: str | Path, cluster: str = "") -> plt.Figure:
+    """DYNAMIX vs baselines: test accuracy against time on one cluster, one panel per optimiser."""
+    return save(_curves_figure(curves, "policy", "optimizer", f"Accuracy vs time {cluster}".strip()), stem)
 
 
 def inference_time_to_target(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
     """DYNAMIX vs baselines: time to the target accuracy (IQM over seeds, 95% bootstrap interval)."""
-    fig = _bars_figure(agg, "policy", "time_to_target_s", "time to target accuracy (s, virtual)", "Time to target", col="optimizer")
+    fig = _bars_figure(agg, "policy", "time_to_target_s", "time to target accuracy (s, virtual)", "Time to target",
+                       hue="cluster", col="optimizer")
     return save(fig, stem)
 
 
 def inference_final_accuracy(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
     """DYNAMIX vs baselines: final test accuracy (%), IQM over seeds with 95% interval."""
     agg = agg.assign(**{c: 100 * agg[c] for c in ("final_accuracy", "final_accuracy_lo", "final_accuracy_hi")})
-    fig = _bars_figure(agg, "policy", "final_accuracy", "final test accuracy (%)", "Final accuracy", col="optimizer")
+    fig = _bars_figure(agg, "policy", "final_accuracy", "final test accuracy (%)", "Final accuracy",
+                       hue="cluster", col="optimizer")
     return save(fig, stem)
 
 

@@ -29,8 +29,9 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     e = cfg.experiments.baselines
     spec = cluster.load(e.cluster)
+    sim_cfg = common.sim_config(cfg)
     tasks = [
-        common.SimTask(spec, cfg, f"static:{b}", seed, (("batch_size", b),))
+        common.SimTask(spec, sim_cfg, f"static:{b}", seed, (("batch_size", b),))
         for b in e.batch_sizes
         for seed in common.seeds(cfg)
     ]

@@ -88,6 +88,17 @@ def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
     return build(Config, deep_merge(cfg.to_dict(), overrides))
 
 
+def sim_config(cfg: Config, **sections: Mapping[str, Any]) -> Config:
+    """The config a simulated experiment run uses: ``cfg`` with the experiments' workload
+    (``experiments.model``/``width`` when set), evaluation cadence (``experiments.eval_every``,
+    ``eval_samples``) and any further section overrides (e.g. an optimiser)."""
+    e = cfg.experiments
+    base: dict[str, Any] = {"train": {"eval_every": e.eval_every, "eval_samples": e.eval_samples}}
+    if e.model:
+        base["model"] = {"name": e.model, "width": e.width or cfg.model.width}
+    return with_overrides(cfg, deep_merge(base, sections))
+
+
 def seeds(cfg: Config) -> list[int]:
     """The run seeds of an experiment: ``train.seed + i`` for ``i < experiments.seeds``."""
     return [cfg.train.seed + i for i in range(cfg.experiments.seeds)]
@@ -349,10 +360,11 @@ class SimTask:
     policy: str
     seed: int
     keys: tuple[tuple[str, Any], ...] = ()
+    label: str = ""  # the ``policy`` column; default: :func:`policy_label` of the spec
 
     @property
     def run_id(self) -> str:
-        return run_id(self.spec.name, *(v for _, v in self.keys), self.policy, self.seed)
+        return run_id(self.spec.name, *(v for _, v in self.keys), self.label or self.policy, self.seed)
 
 
 @functools.lru_cache(maxsize=2)
@@ -369,7 +381,7 @@ def _simulate(task: SimTask) -> pd.DataFrame:
     frame = simulate(task.spec, task.cfg, make_policy(task.policy), task.seed, progress=False,
                      data=_dataset(task.cfg.data))  # fmt: skip
     frame["run_id"] = task.run_id
-    frame["policy"] = policy_label(task.policy)
+    frame["policy"] = task.label or policy_label(task.policy)
     frame["cluster"] = task.spec.name
     for k, v in task.keys:
         frame[k] = v

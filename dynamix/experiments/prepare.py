@@ -3,7 +3,7 @@
 1. Loads the configured CIFAR-10 source (``data``), which decodes it into the tensor cache on first
    use, and records per-class counts: a silently unbalanced subset would skew every accuracy.
 2. Calibrates the simulator's compute model t(b) = a_m + c_m b (:mod:`dynamix.sim.calibrate`) for
-   every model the experiments simulate: ``model``, the RL training workload (``rl.model``), and both
+   every model the experiments simulate: the experiments' workload, the RL training workload (``rl.model``), and both
    sides of each transfer pair. A model that already has a calibration file is reused (DVC removes
    ``results/calibration`` before rerunning this stage, so ``dvc repro`` always measures afresh).
 
@@ -34,8 +34,10 @@ NAME = "prepare"
 
 
 def models_used(cfg: Config) -> list[tuple[str, float]]:
-    """(name, width) of every model a simulated experiment trains, in first-use order."""
-    used = [(cfg.model.name, cfg.model.width)]
+    """(name, width) of every model a simulated experiment trains, in first-use order: the
+    experiments' workload, the RL training workload, both sides of every transfer pair."""
+    workload = common.sim_config(cfg).model
+    used = [(workload.name, workload.width)]
     if cfg.rl.model:
         used.append((cfg.rl.model, cfg.rl.width or cfg.model.width))
     for pair in cfg.experiments.transfer.pairs:
