@@ -195,9 +195,10 @@ class ScalabilityExperiment:
 class TransferExperiment:
     """Policy transfer between workloads ``SRC_MODEL/SRC_OPT->DST_MODEL/DST_OPT`` (paper Sec. V)."""
 
-    pairs: tuple[str, ...] = setting(("resnet8/sgd->resnet20/sgd", "tiny-cnn/sgd->tiny-cnn/adam"))
+    pairs: tuple[str, ...] = setting(("mlp@0.25/sgd->mlp@0.5/sgd", "mlp@0.25/sgd->mlp@0.25/adam"))
     cluster: str = setting("clusters/mixed-4.yaml")
     static_batch: int = setting(64, rng(1, 65536))  # the static baseline in the comparison
+    timesteps: int = setting(0, rng(0, None))  # RL budget of each target-trained policy (0: rl.timesteps)
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,10 @@ class ExperimentsConfig:
     n_boot: int = setting(2000, rng(100, 1000000))  # bootstrap resamples for the intervals
     ci: float = setting(0.95, rng(0.5, 0.999))  # interval coverage
     jobs: int = setting(2, rng(1, 256))  # simulations run in parallel, one torch thread each (1: in-process)
+    # The workload every simulated experiment trains (transfer pairs name their own): "" / 0 use model.*.
+    # The default profile uses the RL training workload, a CPU-cheap MLP, so the pipeline fits 45 min.
+    model: str = setting("")
+    width: float = setting(0.0, rng(0.0, 8.0))
     # Test-set evaluation of every simulated run in the experiments (overrides train.eval_*): frequent
     # enough that time to target is not quantised by the cadence (large batches do few iterations).
     eval_every: int = setting(5, rng(1, None))  # iterations between evaluations
