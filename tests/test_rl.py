@@ -254,3 +254,14 @@ def test_transfer_fine_tunes_on_another_workload(trained, cost):
     meta = json.loads(artifact_paths(out)[1].read_text())
     assert meta["training"]["init"] == str(zip_path) and meta["training"]["workload"]["width"] == 0.125
     assert meta["training"]["timesteps"] == 8
+
+
+def test_simplified_variant_trains_and_loads(tmp_path, cost):
+    """algo=simple: REINFORCE on the reward-to-go, no clipping or advantages; same artifact format."""
+    from dynamix.rl.algos import SimplePG
+
+    cfg = rl_cfg(algo="simple")
+    out = train_policy(cfg, "simple", timesteps=8, out_dir=tmp_path, cost=cost, progress=False)
+    model, meta = load_policy(out)
+    assert isinstance(model, SimplePG) and meta["algo"] == "simple" and model.num_timesteps == 8
+    assert model._n_updates == 1  # one simplified update per rollout
