@@ -60,7 +60,7 @@ def test_every_declared_plot_is_a_png_drawn_by_its_stage():
         assert plot.endswith(".png")
         stage = Path(plot).parts[2]
         assert f"results/figures/{stage}" in outs[stage]
-    assert {Path(p).parts[2] for p in DVC["plots"]} == set(STAGES) - {"prepare"} | {"claims"}
+    assert {Path(p).parts[2] for p in DVC["plots"]} == set(STAGES)
 
 
 def test_dvcignore_keeps_bytecode_out():

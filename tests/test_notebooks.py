@@ -74,7 +74,8 @@ def _check_stage_files(results: Path, stage: str) -> None:
     """The files DVC declares for ``stage`` exist under ``results`` (figures non-empty PNG and PDF)."""
     import yaml
 
-    stages = yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["stages"]
+    dvc = yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())
+    stages = dvc["stages"]
     declared = [next(iter(o)) if isinstance(o, dict) else o for o in stages[stage].get("outs", [])]
     declared += [next(iter(m)) for m in stages[stage].get("metrics", [])]
     for rel in declared:
@@ -83,6 +84,9 @@ def _check_stage_files(results: Path, stage: str) -> None:
             continue  # written by papermill / into the repo's results (calibration, main policy)
         target = results / rel
         assert target.exists(), f"stage {stage}: {target} was not written"
+    for plot in dvc["plots"]:  # every figure DVC shows for this stage was drawn
+        if Path(plot).parts[2] == stage:
+            assert (results / Path(plot).relative_to("results")).exists(), f"stage {stage}: {plot} missing"
     figs = results / "figures" / stage
     pngs = sorted(figs.glob("*.png"))
     assert pngs, f"stage {stage}: no figures in {figs}"
