@@ -214,6 +214,9 @@ class ExperimentsConfig:
     # The default profile uses the RL training workload, a CPU-cheap MLP, so the pipeline fits 45 min.
     model: str = setting("")
     width: float = setting(0.0, rng(0.0, 8.0))
+    # Budget of every simulated run, in epochs of the training set (0: train.epochs / train.max_iters).
+    # Epochs, not iterations, so a policy that grows the batch does not get more samples for free.
+    epochs: float = setting(0.0, rng(0.0, 10000.0))
     # Test-set evaluation of every simulated run in the experiments (overrides train.eval_*): frequent
     # enough that time to target is not quantised by the cadence (large batches do few iterations).
     eval_every: int = setting(5, rng(1, None))  # iterations between evaluations

@@ -90,12 +90,14 @@ def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
 
 def sim_config(cfg: Config, **sections: Mapping[str, Any]) -> Config:
     """The config a simulated experiment run uses: ``cfg`` with the experiments' workload
-    (``experiments.model``/``width`` when set), evaluation cadence (``experiments.eval_every``,
+    (``experiments.model``/``width`` when set), budget (``experiments.epochs`` when set), evaluation cadence (``experiments.eval_every``,
     ``eval_samples``) and any further section overrides (e.g. an optimiser)."""
     e = cfg.experiments
     base: dict[str, Any] = {"train": {"eval_every": e.eval_every, "eval_samples": e.eval_samples}}
     if e.model:
         base["model"] = {"name": e.model, "width": e.width or cfg.model.width}
+    if e.epochs:
+        base["train"].update(epochs=e.epochs, max_iters=0)
     return with_overrides(cfg, deep_merge(base, sections))
 
 
