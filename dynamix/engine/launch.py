@@ -57,6 +57,15 @@ def prepare(cfg: Config, out_dir: str | Path, spec: cluster_mod.ClusterSpec | No
     return cfg_path, spec_path
 
 
+def launch_env() -> dict[str, str]:
+    """Environment for torchrun: one OpenMP thread per rank unless set, and a fresh c10d store per
+    restart. Sharing torchrun's rendezvous store with the workers (the default since torch 2.5) leaves
+    the previous attempt's gloo addresses in it, so restarted ranks fail with "connectFullMesh ...
+    Connection refused" (pytorch/pytorch#135712); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 avoids it."""
+    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
 def build_torchrun_command(cfg_path: Path, out_dir: Path, nproc: int, *, spec_path: Path | None = None,
                            policy_spec: str | None = None, arbitrator: str | None = None,
                            initial_sizes: tuple[int, ...] | None = None, max_restarts: int = 0,
@@ -118,8 +127,7 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
                                  policy_spec=policy_spec, arbitrator=arbitrator, initial_sizes=initial_sizes,
                                  max_restarts=max_restarts, progress=progress)
     log.info("running %s", " ".join(cmd))
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    subprocess.run(cmd, check=True, timeout=timeout_s, env=env)
+    subprocess.run(cmd, check=True, timeout=timeout_s, env=launch_env())
     return json.loads((out / "summary.json").read_text())
 
 
@@ -176,8 +184,7 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(" ".join(cmd))
         return 0
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    rc = subprocess.run(cmd, env=env).returncode
+    rc = subprocess.run(cmd, env=launch_env()).returncode
     if rc == 0 and (out / "summary.json").exists():
         print((out / "summary.json").read_text())
     return rc
