@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import logging
 import os
@@ -135,8 +136,8 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
                     f"checkpoint {ckpt_json} has {key} = {state.get(key)!r}, this run has {want!r}: "
                     "use another --name or pass --fresh to start over")
         model = ALGOS[cfg.rl.algo].load(ckpt_zip, env=venv, device="cpu")
-        env.episode = state["episode"] - 1
-        env.reset(seed=derive_seed(seed, "resume", state["timesteps"]))  # seed the env RNG for the rest
+        env.episode = state["episode"] - 1  # the first reset in learn() starts episode state["episode"]
+        venv.seed(derive_seed(seed, "resume", state["timesteps"]) % 2**31)  # fresh, reproducible RNG stream
         episode0 = state["episode"]
         _truncate_progress(run_dir / "progress.csv", state["timesteps"])
         log.info("resuming %s at %d/%d timesteps (episode %d)", name, model.num_timesteps, total, episode0)
@@ -168,7 +169,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         "timesteps": int(model.num_timesteps), "init": init, "seed": seed,
         "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
         "episode_epochs": cfg.rl.episode_epochs, "workers": env.n_workers, "episodes": env.episode,
-        "rl": cfg.rl.__dict__ | {"net_arch": list(cfg.rl.net_arch)},
+        "rl": dataclasses.asdict(cfg.rl),
     }
     out = save_policy(model, zip_path, cfg, training)
     log.info("saved policy %s (%d timesteps)", out, model.num_timesteps)
