@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate-sim": ("dynamix.sim.cli_validate", "simulator vs engine: predicted and measured iteration times"),
     "run": ("dynamix.experiments.cli", "run one experiment (a notebook's computation) and draw its figures"),
     "arbitrator": ("dynamix.rpc.cli", "serve batch-size decisions to distributed workers over gRPC"),
+    "launch": ("dynamix.engine.launch", "train on torch.distributed workers (torchrun): ring or parameter server"),
     "train-policy": ("dynamix.rl.train", "train the DYNAMIX PPO agent on randomised virtual clusters"),
     "evaluate": ("dynamix.rl.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
 }
