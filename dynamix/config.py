@@ -132,6 +132,9 @@ class EngineConfig:
     num_servers: int = setting(1, rng(1, 64))  # parameter-server mode only
     net_mode: str = setting("inject", one_of("inject", "netns"))
     cluster: str = setting("clusters/homogeneous-4.yaml")  # cluster spec for heterogeneity emulation
+    # TCP retransmission counter: tcp_info (this worker's own sockets) or ebpf (bpftrace on the
+    # tcp:tcp_retransmit_skb tracepoint; needs root and tracefs, falls back to tcp_info with one log line)
+    retrans: str = setting("tcp_info", one_of("tcp_info", "ebpf"))
 
 
 @dataclass(frozen=True)

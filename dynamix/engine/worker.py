@@ -122,6 +122,9 @@ class Engine:
                  device: str = "cpu", progress: bool = False, collect_metrics: bool = True,
                  metrics_source: str = "auto") -> None:
         self.cfg, self.device, self.progress = cfg, device, progress
+        if cfg.engine.net_mode != "inject":
+            raise ValueError(f"engine.net_mode = {cfg.engine.net_mode!r} is not implemented in this engine: "
+                             "must be 'inject' (network namespaces with tc tbf are not built yet)")
         self.out = Path(out_dir) if out_dir is not None else None
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -162,7 +165,7 @@ class Engine:
         self.sync = (PSClient(self.flat, [self.layout.server_rank(s) for s in range(S)], self.server_groups, self.rank)
                      if S else RingSync(self.flat, self.group))
         self.collect = collect_metrics
-        self.monitor = SystemMonitor(metrics_source)
+        self.monitor = SystemMonitor(metrics_source, ebpf=cfg.engine.retrans == "ebpf")
         self.acc = WindowAccumulator(self.rank, self.monitor)
         self.emulator = None
         if spec is not None:
@@ -209,6 +212,7 @@ class Engine:
         """Workers: release the servers and the decision source."""
         if self.layout.n_servers:
             self.sync.stop()
+        self.monitor.close()
         close = getattr(self.source, "close", None)
         if close is not None:
             close()

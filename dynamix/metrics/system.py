@@ -72,8 +72,8 @@ def own_tcp_sockets() -> dict[tuple[int, str], int]:
     return out
 
 
-def read_tcp_info(fd: int) -> NetCounters | None:
-    """TCP_INFO counters of descriptor ``fd``; None when it is not a TCP socket."""
+def read_tcp_info(fd: int) -> tuple[NetCounters, int] | None:
+    """(TCP_INFO counters, local port) of descriptor ``fd``; None when it is not a TCP socket."""
     try:
         sock = socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM)
     except OSError:
@@ -81,7 +81,8 @@ def read_tcp_info(fd: int) -> NetCounters | None:
     try:
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE) != socket.SOCK_STREAM:
             return None
-        return parse_tcp_info(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN))
+        info = parse_tcp_info(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN))
+        return info, sock.getsockname()[1]
     except OSError:  # AF_UNIX and other non-TCP sockets refuse TCP_INFO
         return None
     finally:
@@ -93,22 +94,27 @@ class TcpInfoCounters:
 
     def __init__(self) -> None:
         self._last: dict[tuple[int, str], NetCounters] = {}
+        self.ports: frozenset[int] = frozenset()  # local ports of this process's TCP sockets
         self._total = [0.0, 0.0, 0.0]
         self.read()
         self._total = [0.0, 0.0, 0.0]  # traffic before the collector existed is not ours to report
 
     def read(self) -> NetCounters:
         current: dict[tuple[int, str], NetCounters] = {}
+        ports = set()
         for key, fd in own_tcp_sockets().items():
-            c = read_tcp_info(fd)
-            if c is None:
+            got = read_tcp_info(fd)
+            if got is None:
                 continue
+            c, port = got
+            ports.add(port)
             prev = self._last.get(key, NetCounters(0.0, 0.0, 0.0))
             self._total[0] += max(c.tx_bytes - prev.tx_bytes, 0.0)
             self._total[1] += max(c.rx_bytes - prev.rx_bytes, 0.0)
             self._total[2] += max(c.retrans_segments - prev.retrans_segments, 0.0)
             current[key] = c
         self._last = current
+        self.ports = frozenset(ports)
         return NetCounters(*self._total)
 
 
@@ -148,10 +154,11 @@ class SystemMonitor:
     """Samples cumulative counters; :meth:`rates` turns two samples into the window's per-second state.
 
     ``source``: ``tcp_info`` (own sockets, default), ``proc`` (namespace-wide), or ``auto`` (tcp_info,
-    falling back to proc when it fails).
+    falling back to proc when it fails). ``ebpf=True`` counts retransmissions with the bpftrace backend
+    (:mod:`dynamix.metrics.ebpf`) when it can run, attributing events by this process's ports.
     """
 
-    def __init__(self, source: str = "auto") -> None:
+    def __init__(self, source: str = "auto", ebpf: bool = False) -> None:
         if source not in ("auto", "tcp_info", "proc"):
             raise ValueError(f"metrics source = {source!r} is not allowed: must be one of auto, tcp_info, proc")
         self._proc = psutil.Process()
@@ -163,6 +170,11 @@ class SystemMonitor:
             if self._tcp is None:
                 self.source = "proc"
         self._zero = NetCounters(0.0, 0.0, 0.0)
+        self._ebpf = None
+        if ebpf:
+            from dynamix.metrics.ebpf import BpftraceRetransmits
+
+            self._ebpf = self._guard("ebpf", BpftraceRetransmits.start, None)
 
     def _guard(self, what: str, fn, default):
         try:
@@ -175,8 +187,17 @@ class SystemMonitor:
 
     def net(self) -> NetCounters:
         if self._tcp is not None:
-            return self._guard("tcp_info", self._tcp.read, self._zero)
-        return self._guard("proc", read_proc_net_dev, self._zero)
+            c = self._guard("tcp_info", self._tcp.read, self._zero)
+        else:
+            c = self._guard("proc", read_proc_net_dev, self._zero)
+        if self._ebpf is not None and self._tcp is not None:
+            self._ebpf.set_ports(self._tcp.ports)
+            c = NetCounters(c.tx_bytes, c.rx_bytes, self._ebpf.read())
+        return c
+
+    def close(self) -> None:
+        if self._ebpf is not None:
+            self._ebpf.close()
 
     def sample(self) -> Snapshot:
         return Snapshot(time.perf_counter(), time.process_time(), self.net())
