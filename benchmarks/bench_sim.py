@@ -99,7 +99,8 @@ def main() -> None:
     med_w = {k: statistics.median(v) for k, v in wall.items()}
     med_c = {k: statistics.median(v) for k, v in cpu.items()}
     print(json.dumps({
-        "benchmark": "sim_overhead", "model": args.model, "workers": args.workers, "batch_per_worker": args.batch,
+        "benchmark": "sim_overhead", "model": args.model, "workers": args.workers,
+        "batch_per_worker": args.batch,
         "iters_per_round": args.iters, "rounds": args.rounds, "threads": args.threads,
         "median_round_wall_s": {k: round(v, 3) for k, v in med_w.items()},
         "median_round_cpu_s": {k: round(v, 3) for k, v in med_c.items()},

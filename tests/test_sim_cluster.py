@@ -81,7 +81,8 @@ def test_learning_is_real(data, cost):
 
 
 def test_batch_sizes_are_capped_by_device_memory(data, cost):
-    spec = clusters.from_dict({"workers": [{"count": 1}, {"count": 1, "device": {"name": "small", "max_batch": 24}}]})
+    small = {"name": "small", "max_batch": 24}
+    spec = clusters.from_dict({"workers": [{"count": 1}, {"count": 1, "device": small}]})
     vc = VirtualCluster(spec, cfg_with(), data=data, seed=0, cost=cost)
     workers, glob = vc.run_window([40, 40])
     assert [w.batch_size for w in workers] == [40, 24] and glob.global_batch == 64
@@ -97,7 +98,8 @@ def test_bad_batch_vectors_are_rejected(data, cost):
 
 
 def test_budget_ends_the_run_mid_window(data, cost):
-    vc = VirtualCluster(clusters.homogeneous(2), cfg_with(train={"max_iters": 6}), data=data, seed=0, cost=cost)
+    cfg = cfg_with(train={"max_iters": 6})
+    vc = VirtualCluster(clusters.homogeneous(2), cfg, data=data, seed=0, cost=cost)
     assert vc.run_window([16, 16])[1].iteration == 4
     _, glob = vc.run_window([16, 16])
     assert glob.iteration == 6 and vc.done and glob.test_acc == glob.test_acc
@@ -109,7 +111,8 @@ def test_budget_ends_the_run_mid_window(data, cost):
 
 def test_events_and_stragglers_move_virtual_time(data, cost):
     quiet = clusters.homogeneous(4)
-    slowed = dataclasses.replace(quiet, events=(clusters.Event(kind="slowdown", at_iteration=4, factor=0.25),))
+    event = clusters.Event(kind="slowdown", at_iteration=4, factor=0.25)
+    slowed = dataclasses.replace(quiet, events=(event,))
     times = []
     for spec in (quiet, slowed):
         vc = VirtualCluster(spec, cfg_with(), data=data, seed=0, cost=cost)
@@ -123,8 +126,8 @@ def test_same_seed_gives_bit_identical_runs_csv_and_another_seed_does_not(data, 
     cfg = cfg_with(train={"max_iters": 8})
     outs = {}
     for name, seed in (("a", 1), ("b", 1), ("c", 2)):
-        simulate(spec, cfg, make_policy("static:16"), seed, out_dir=tmp_path / name, progress=False, data=data,
-                 cost=cost)
+        simulate(spec, cfg, make_policy("static:16"), seed, out_dir=tmp_path / name, progress=False,
+                 data=data, cost=cost)
         outs[name] = (tmp_path / name / "runs.csv").read_bytes()
     assert outs["a"] == outs["b"]
     assert outs["a"] != outs["c"]

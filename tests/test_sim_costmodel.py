@@ -18,7 +18,8 @@ def random_case(rng: np.random.Generator):
     n = int(rng.integers(1, 65))
     arch = Architecture(
         kind=str(rng.choice(["ring", "ps"])), num_servers=int(rng.integers(1, 5)),
-        server_bandwidth_gbps=float(10 ** rng.uniform(-2, 2)), overlap=float(rng.choice([0.0, rng.uniform(), 1.0])),
+        server_bandwidth_gbps=float(10 ** rng.uniform(-2, 2)),
+        overlap=float(rng.choice([0.0, rng.uniform(), 1.0])),
     )
     cost = CostModel(a_ms=float(rng.uniform(0, 50)), c_ms_per_sample=float(10 ** rng.uniform(-3, 1)),
                      gradient_bytes=int(10 ** rng.uniform(3, 9)))
@@ -104,7 +105,8 @@ def test_counters_are_consistent_with_the_times():
         cost, arch, b, speeds, bw, lat = random_case(rng)
         it = cost.iteration(b, speeds, bw, lat, arch)
         n = len(b)
-        expected_tx = 0.0 if n == 1 else (2 * (n - 1) / n if arch.kind == "ring" else 1.0) * cost.gradient_bytes
+        share = 2 * (n - 1) / n if arch.kind == "ring" else 1.0
+        expected_tx = 0.0 if n == 1 else share * cost.gradient_bytes
         np.testing.assert_allclose(it.tx_bytes, expected_tx)
         np.testing.assert_allclose(it.rx_bytes, it.tx_bytes)
         assert ((it.link_util >= 0) & (it.link_util <= 1)).all()

@@ -11,13 +11,18 @@ every size alike; the median per size is fitted by least squares,
 
     min_{a, c} sum_b (median_ms(b) - a - c b)^2,
 
-and the fit's R^2 is stored beside a and c. Timing uses ``threads`` torch threads (default 1, the
+and the fit's R^2 is stored beside a and c, with the spread of single iterations (``jitter``, the
+standard deviation of log t: the same quantity as a cluster spec's ``jitter``). Timing uses ``threads`` torch threads (default 1, the
 setting of each engine worker when several share this machine's cores); device profiles in
 :data:`dynamix.cluster.DEVICE_PROFILES` are speeds relative to this measurement.
 
 ``processes`` > 1 runs that many timing processes at once and pools their measurements: the compute
 time of one worker among N co-located ones (the engine's situation when N workers share this
-machine's cores), which :mod:`dynamix.sim.validate` uses to predict local engine runs.
+machine's cores), which :mod:`dynamix.sim.validate` uses to predict local engine runs. Each timing
+process starts its own session (``os.setsid``), as torchrun's worker processes do: with Linux
+autogroup scheduling a session is the unit that shares the CPU with the rest of the machine, so a
+pool inside the caller's session would get one share for all N processes while N engine workers get
+N shares (we measured 2-3x slower "calibrated" compute than the engine's before this).
 
 The result lives in ``results/calibration/<model>.json`` (``<model>-w<width>.json`` when width != 1).
 :func:`load_calibration` reads it, or runs a quick calibration (logged) when none exists.
@@ -28,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing as mp
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass
@@ -61,6 +67,7 @@ class Calibration:
     processes: int  # timing processes running at once (1: a lone worker)
     batch_sizes: tuple[int, ...]
     median_ms: tuple[float, ...]  # measured median iteration compute per batch size
+    jitter: float  # median over batch sizes of std(log t): the host's iteration-to-iteration noise
     repeats: int
     gradient_bytes: int
     host: str
@@ -136,17 +143,19 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
     if processes == 1:
         times = _measure_in_process(*job, seed=0)
     else:
-        with mp.get_context("spawn").Pool(processes) as pool:
+        with mp.get_context("spawn").Pool(processes, initializer=os.setsid) as pool:
             per_proc = pool.starmap(_measure_in_process, [(*job, p) for p in range(processes)])
         times = [sum((t[j] for t in per_proc), []) for j in range(len(batch_sizes))]
     medians = [float(np.median(t)) for t in times]
+    jitter = float(np.median([np.std(np.log(t)) for t in times]))
     a, c, r2 = fit_linear(batch_sizes, medians)
     if a < 0:  # a tiny negative intercept is fitting noise; the model needs t(0) >= 0
         a, c = 0.0, float(np.dot(batch_sizes, medians) / np.dot(batch_sizes, batch_sizes))
     cal = Calibration(
         model=model_name, width=float(width), a_ms=a, c_ms_per_sample=c, r2=r2, threads=threads,
         processes=processes,
-        batch_sizes=tuple(int(b) for b in batch_sizes), median_ms=tuple(medians), repeats=repeats,
+        batch_sizes=tuple(int(b) for b in batch_sizes), median_ms=tuple(medians), jitter=jitter,
+        repeats=repeats,
         gradient_bytes=gradient_bytes(build_model(model_name, width)), host=platform.node(),
         torch_version=torch.__version__,
     )
@@ -168,6 +177,7 @@ def load_calibration(model_name: str, width: float = 1.0) -> Calibration:
         d = json.loads(path.read_text())
         d["batch_sizes"], d["median_ms"] = tuple(d["batch_sizes"]), tuple(d["median_ms"])
         d.setdefault("processes", 1)
+        d.setdefault("jitter", 0.0)
         return Calibration(**d)
     log.warning("no calibration at %s: running a quick one (run `dynamix calibrate --model %s` for a "
                 "careful fit)", path, model_name)

@@ -1,6 +1,7 @@
 """``dynamix simulate``: one virtual-time training run, e.g.
 
-    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke --out results/tmp/sim
+    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke \
+        --out results/tmp/sim
     dynamix simulate --cluster clusters/scale-128.yaml --policy static:32 --set model.name=mlp --out /tmp/s128
 
 Writes ``OUT/runs.csv`` (columns ``dynamix.metrics.schema.RUNS_COLUMNS``) and prints a one-line
@@ -20,7 +21,8 @@ from dynamix.train.cli import add_config_arguments
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--cluster", required=True, help="cluster spec YAML (see clusters/ and docs/clusters.md)")
+    parser.add_argument("--cluster", required=True,
+                        help="cluster spec YAML (see clusters/ and docs/clusters.md)")
     parser.add_argument("--policy", default=None, help="policy spec, e.g. static:64 (default: policy.spec)")
     parser.add_argument("--seed", type=int, default=None, help="run seed (default: train.seed)")
     parser.add_argument("--out", required=True, help="output folder for runs.csv")

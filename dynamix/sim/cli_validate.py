@@ -16,7 +16,8 @@ from dynamix.train.cli import add_config_arguments
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=64, help="static per-worker batch size (default 64)")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="static per-worker batch size (default 64)")
     parser.add_argument("--iters", type=int, default=40, help="iterations per run (default 40)")
     parser.add_argument("--window", type=int, default=10, help="iterations per window; the first is warm-up")
     parser.add_argument("--out", required=True, help="output folder (engine and sim runs, validation.csv)")
@@ -27,6 +28,7 @@ def main(args: argparse.Namespace) -> int:
 
     cfg = config.load(args.params, args.profile, args.overrides)
     table = validate(cfg, args.out, default_cases(args.batch_size), args.iters, args.window)
-    cols = ["case", "n_workers", "slowest_speed", "batch_size", "measured_iter_ms", "predicted_iter_ms", "error_pct"]
+    cols = ["case", "n_workers", "slowest_speed", "batch_size", "measured_iter_ms", "predicted_iter_ms",
+            "error_pct"]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0

@@ -121,7 +121,8 @@ class VirtualCluster:
         n, big_b = self.n_workers, int(b.sum())
         for g in self._gstats:
             g.reset()
-        sums = {k: np.zeros(n) for k in ("compute", "wait", "tx", "rx", "retrans", "speed", "loss", "correct")}
+        keys = ("compute", "wait", "tx", "rx", "retrans", "speed", "loss", "correct")
+        sums = {k: np.zeros(n) for k in keys}
         comm_sum = iter_sum = agg_sq_sum = 0.0
         iters = 0
         eval_every = self.cfg.train.eval_every
@@ -140,7 +141,8 @@ class VirtualCluster:
             # virtual time: this iteration's speeds and bandwidths, then the cost model
             speed_f, bw_f = self.dynamics.factors(self.trainer.iteration - 1, self.elapsed_s)
             speeds = self._speeds * speed_f
-            cost = self.cost.iteration(b, speeds, self._bandwidth * bw_f, self._latency, self.spec.architecture)
+            cost = self.cost.iteration(b, speeds, self._bandwidth * bw_f, self._latency,
+                                       self.spec.architecture)
             self.elapsed_s += cost.iter_ms / 1e3
             sums["compute"] += cost.compute_ms
             sums["wait"] += cost.wait_ms
@@ -164,7 +166,7 @@ class VirtualCluster:
         iter_ms = iter_sum / iters
         retrans = self._noise.poisson(sums["retrans"])  # segment counts over the window
         mem = self.cost.mem_util(b, self._max_batch)
-        per = {k: (v / iters).tolist() for k, v in sums.items() if k not in ("tx", "rx", "retrans", "correct")}
+        per = {k: (sums[k] / iters).tolist() for k in ("compute", "wait", "speed", "loss")}
         acc = (sums["correct"] / (iters * b)).tolist()
         tx, rx = (sums["tx"] / window_s).tolist(), (sums["rx"] / window_s).tolist()
         cpu = (sums["compute"] / iter_sum).tolist()

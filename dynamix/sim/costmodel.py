@@ -95,7 +95,8 @@ class CostModel:
         if not self.a_ms + self.c_ms_per_sample > 0:
             raise ValueError("cost model a_ms + c_ms_per_sample must be > 0: an iteration takes time")
         if self.gradient_bytes < 0:
-            raise ValueError(f"cost model gradient_bytes = {self.gradient_bytes} is out of range: must be >= 0")
+            raise ValueError(
+                f"cost model gradient_bytes = {self.gradient_bytes} is out of range: must be >= 0")
 
     # ---- compute --------------------------------------------------------------------------------
     def compute_ms(self, batch_sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:

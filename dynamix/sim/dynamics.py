@@ -51,7 +51,8 @@ class ClusterDynamics:
                 return False
             self._start[k] = iteration
         start = self._start[k]
-        return iteration >= start and (e.duration_iterations == 0 or iteration < start + e.duration_iterations)
+        forever = e.duration_iterations == 0
+        return iteration >= start and (forever or iteration < start + e.duration_iterations)
 
     def factors(self, iteration: int, time_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """(speed factors, bandwidth factors), arrays of length n_workers, for iteration ``iteration``

@@ -1,6 +1,7 @@
 """One simulated training run under a batch-size policy: ``dynamix simulate``.
 
-    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke --out results/tmp/sim
+    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke \
+        --out results/tmp/sim
 
 The loop is the one every backend runs: ``policy.reset(ctx)``, ``policy.initial(ctx)``, then per
 window ``cluster.run_window(sizes, lr_scale)`` and ``policy.decide(workers, glob)`` until the budget
@@ -47,8 +48,9 @@ def run_id(spec: ClusterSpec, policy: BatchSizePolicy, seed: int) -> str:
     return f"sim-{spec.name}-{policy.name}-seed{seed}".replace("/", "_").replace(":", "-")
 
 
-def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int, out_dir: str | Path | None = None,
-             progress: bool = True, data: Cifar10 | None = None, cost: CostModel | None = None) -> pd.DataFrame:
+def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
+             out_dir: str | Path | None = None, progress: bool = True, data: Cifar10 | None = None,
+             cost: CostModel | None = None) -> pd.DataFrame:
     """Train ``cfg.model`` on the virtual cluster under ``policy``; rows of ``runs.csv``."""
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)

@@ -13,12 +13,21 @@ each engine run, in as many concurrent processes as the engine has workers (``ca
 processes=N)``): with N single-threaded workers on a 2-core machine each one computes at a fraction
 of the lone-process speed, and the machine is shared with other jobs, so a calibration taken at
 another time or in a single process predicts a different machine. The constants of the two
-calibrations are averaged. Nothing else is fitted to the engine's measurements.
+calibrations are averaged, and the host's measured per-iteration noise (``Calibration.jitter``) is
+added to the spec's jitter. Nothing is fitted to the engine's measurements.
+
+Known limit: on a machine shared with other jobs, an engine worker that sleeps for most of each
+iteration (the emulated slow worker, and the fast ones waiting for it) gets more than its share of
+the CPU when it wakes (Linux's fair scheduler credits sleepers), so it computes faster than the
+continuously busy calibration processes; the slow-worker cases then measure faster than predicted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,10 +79,10 @@ def case_config(cfg: Config, case: Case, iters: int, window: int) -> Config:
     return build(Config, deep_merge(cfg.to_dict(), override))
 
 
-def _fresh_cost(cfg: Config, n: int) -> tuple[float, float]:
-    cal = calibrate(cfg.model.name, cfg.model.width, CALIBRATION_BATCH_SIZES, repeats=3, threads=1, write=False,
-                    processes=n)
-    return cal.a_ms, cal.c_ms_per_sample
+def _fresh_cost(cfg: Config, n: int) -> tuple[float, float, float]:
+    cal = calibrate(cfg.model.name, cfg.model.width, CALIBRATION_BATCH_SIZES, repeats=3, threads=1,
+                    write=False, processes=n)
+    return cal.a_ms, cal.c_ms_per_sample, cal.jitter
 
 
 def _steady(frame: pd.DataFrame, skip_windows: int) -> pd.DataFrame:
@@ -90,13 +99,16 @@ def run_case(cfg: Config, case: Case, out_dir: Path, iters: int = 40, window: in
     policy = f"static:{case.batch_size}"
     before = _fresh_cost(ccfg, n)
     engine_dir = out_dir / "engine" / case.name
-    if (engine_dir / "runs.csv").exists():
-        (engine_dir / "runs.csv").unlink()  # a fresh measurement, not an append to an old one
+    if engine_dir.exists():
+        shutil.rmtree(engine_dir)  # a fresh measurement: no resume from, or append to, an earlier run
     run_local(ccfg, case.spec, policy, engine_dir, nproc=n)
     after = _fresh_cost(ccfg, n)
-    a_ms, c_ms = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+    a_ms, c_ms, host_jitter = ((x + y) / 2 for x, y in zip(before, after))
     cost = CostModel(a_ms, c_ms, gradient_bytes(build_model(ccfg.model.name, ccfg.model.width)))
-    sim = simulate(case.spec, ccfg, make_policy(policy), ccfg.train.seed, out_dir=out_dir / "sim" / case.name,
+    # the host's own iteration-to-iteration noise adds to the spec's: it is what makes the engine's
+    # workers wait for each other even on a homogeneous spec (E[max_i t_i] > E[t])
+    spec = dataclasses.replace(case.spec, jitter=math.hypot(case.spec.jitter, host_jitter))
+    sim = simulate(spec, ccfg, make_policy(policy), ccfg.train.seed, out_dir=out_dir / "sim" / case.name,
                    progress=False, cost=cost)
     eng = _steady(pd.read_csv(engine_dir / "runs.csv"), skip_windows)
     sim = _steady(sim, skip_windows)
@@ -109,7 +121,7 @@ def run_case(cfg: Config, case: Case, out_dir: Path, iters: int = 40, window: in
         "measured_slowest_compute_ms": float(eng[eng["rank"] == slow]["compute_ms"].mean()),
         "predicted_slowest_compute_ms": float(sim[sim["rank"] == slow]["compute_ms"].mean()),
         "measured_comm_ms": float(eng["comm_ms"].mean()), "predicted_comm_ms": float(sim["comm_ms"].mean()),
-        "calibration_a_ms": a_ms, "calibration_c_ms_per_sample": c_ms,
+        "calibration_a_ms": a_ms, "calibration_c_ms_per_sample": c_ms, "host_jitter": host_jitter,
         "calibration_drift_pct": 100.0 * (after[1] - before[1]) / before[1],
     }
 
