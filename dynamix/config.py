@@ -167,6 +167,7 @@ class PolicyTrainingExperiment:
     """Train the DYNAMIX policy; the artifact is ``<policies>/<name>.zip`` (+ ``.json``)."""
 
     name: str = setting("dynamix")
+    timesteps: int = setting(0, rng(0, None))  # the pipeline's PPO budget (0: rl.timesteps)
 
 
 @dataclass(frozen=True)

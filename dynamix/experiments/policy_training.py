@@ -1,5 +1,7 @@
 """Policy training (the paper's reward curve): PPO on randomised virtual clusters (:mod:`dynamix.rl.train`).
 
+The budget is ``experiments.policy_training.timesteps`` (0: ``rl.timesteps``, what ``dynamix
+train-policy`` uses): the default profile trains a shorter policy so the pipeline fits 45 minutes.
 The artifact goes to ``<results>/policies/<experiments.policy_training.name>.zip`` (+ ``.json``, and
 a resumable ``.run/`` checkpoint folder: rerunning after an interruption continues where it stopped).
 Outputs here: ``progress.csv`` (one row per episode: mean per-worker return and the reward parts,
@@ -35,7 +37,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = cfg.experiments.policy_training.name
-    zip_path = train_policy(cfg, name, out_dir=policy_dir(out))
+    timesteps = cfg.experiments.policy_training.timesteps or None
+    zip_path = train_policy(cfg, name, timesteps=timesteps, out_dir=policy_dir(out))
     progress_src = zip_path.with_suffix(".run") / "progress.csv"
     shutil.copyfile(progress_src, out / "progress.csv")
     progress = pd.read_csv(out / "progress.csv")
