@@ -17,7 +17,6 @@ import json
 import statistics
 import time
 
-import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel

@@ -5,7 +5,6 @@ outputs follow the documented schema. Ranks are real gloo processes on 127.0.0.1
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -102,6 +101,7 @@ def test_parameter_server_gradient_equals_union_batch_gradient():
     assert out[2] is None  # the server returns nothing
 
 
+@pytest.mark.slow
 def test_ring_and_parameter_server_follow_the_same_trajectory(tmp_path):
     common = ["train.max_iters=12", "batch.window=4", "train.eval_every=12", "optim.momentum=0.9",
               "optim.weight_decay=0.0005"]
@@ -139,7 +139,7 @@ def _cycle_rank(rank: int, cfg_dict: dict, out: str):
     return eng.run()
 
 
-@pytest.mark.parametrize("arch,nproc", [("ring", 3), ("ps", 3)])
+@pytest.mark.parametrize("arch,nproc", [("ring", 3), pytest.param("ps", 3, marks=pytest.mark.slow)])
 def test_batch_sizes_change_every_window_including_bounds_without_deadlock(tmp_path, arch, nproc):
     cfg = tiny_cfg(f"engine.arch={arch}", "batch.min=1", "batch.max=200", "batch.window=2", "train.max_iters=16",
                    "train.eval_every=8", "train.checkpoint_every=6")
@@ -154,6 +154,23 @@ def test_batch_sizes_change_every_window_including_bounds_without_deadlock(tmp_p
     assert len(set(per_window)) >= 4  # really changed
     # Every sample of an epoch is used once: the sampler saw exactly the sum of the batches.
     assert summary["samples"] == int(runs.groupby("window")["global_batch"].first().mul(2).sum())
+    assert_runs_schema(runs, summary, tmp_path, n_workers, cfg.optim.lr)
+
+
+def assert_runs_schema(runs: pd.DataFrame, summary: dict, out: Path, n_workers: int, lr: float) -> None:
+    """runs.csv has the documented columns and units; the time split adds up; outputs exist."""
+    assert list(runs.columns) == RUNS_COLUMNS
+    assert set(runs["backend"]) == {"engine"} and sorted(runs["rank"].unique()) == list(range(n_workers))
+    assert (runs.groupby("window")["batch_size"].sum() == runs.groupby("window")["global_batch"].first()).all()
+    parts = runs["compute_ms"] + runs["comm_ms"] + runs["wait_ms"]
+    assert (parts <= runs["iter_time_ms"] + 1e-6).all() and (runs["compute_ms"] > 0).all()
+    assert (runs["net_tx_bytes_per_s"] > 0).all()  # gradients went over this worker's own sockets
+    assert ((runs["mem_util"] > 0) & (runs["mem_util"] < 1)).all() and (runs["cpu_time_ratio"] > 0).all()
+    assert (runs["sigma2_norm"] >= 0).all() and runs["grad_norm"].gt(0).all() and runs["agg_grad_sqnorm"].gt(0).all()
+    assert runs["lr"].eq(lr).all() and runs["epoch"].is_monotonic_increasing
+    assert runs.loc[runs["iteration"] >= 8, "test_acc"].notna().all()
+    assert json.loads((out / "summary.json").read_text())["iterations"] == summary["iterations"]
+    assert 0 <= summary["metrics_overhead_fraction"] < 1 and (out / "checkpoint.pt").exists()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -174,6 +191,7 @@ def _failing_rank(rank: int, cfg_dict: dict, out: str, fail_at: int):
     return eng.run()
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_from_checkpoint_to_the_same_result(tmp_path):
     cfg = tiny_cfg("data.augment=true", "train.max_iters=16", "batch.window=4", "train.checkpoint_every=8",
                    "train.eval_every=16")
@@ -193,23 +211,6 @@ def test_interrupted_run_resumes_from_checkpoint_to_the_same_result(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # Outputs, units, validation
 # ------------------------------------------------------------------------------------------------
-
-
-def test_runs_csv_schema_and_time_split(tmp_path):
-    cfg = tiny_cfg("train.max_iters=8", "batch.window=4", "train.eval_every=4")
-    summary = run_local(cfg, None, "static:40", tmp_path, 2, method="spawn")
-    runs = pd.read_csv(tmp_path / "runs.csv")
-    assert list(runs.columns) == RUNS_COLUMNS
-    assert set(runs["backend"]) == {"engine"} and sorted(runs["rank"].unique()) == [0, 1]
-    assert (runs["batch_size"] == 40).all() and (runs["global_batch"] == 80).all()
-    parts = runs["compute_ms"] + runs["comm_ms"] + runs["wait_ms"]
-    assert (parts <= runs["iter_time_ms"] + 1e-6).all() and (runs["compute_ms"] > 0).all()
-    assert (runs["net_tx_bytes_per_s"] > 0).all()  # gradients went over this worker's sockets
-    assert ((runs["mem_util"] > 0) & (runs["mem_util"] < 1)).all()
-    assert (runs["sigma2_norm"] >= 0).all() and not runs["grad_norm"].isna().any()
-    assert runs["test_acc"].notna().all()
-    assert json.loads((tmp_path / "summary.json").read_text())["iterations"] == summary["iterations"] == 8
-    assert 0 <= summary["metrics_overhead_fraction"] < 1
 
 
 def test_check_decision_names_the_problem():
@@ -239,7 +240,7 @@ def test_flat_buffers_alias_gradients_and_parameters():
     model(torch.randn(4, 3, 32, 32)).sum().backward()
     assert float(flat.grad.abs().sum()) > 0  # backward wrote into the flat buffer
     flat.param.zero_()
-    assert all(float(p.abs().sum()) == 0 for p in model.parameters())
+    assert all(float(p.detach().abs().sum()) == 0 for p in model.parameters())
 
 
 def test_torchrun_command_for_single_and_multi_node(tmp_path):
@@ -253,12 +254,3 @@ def test_torchrun_command_for_single_and_multi_node(tmp_path):
     assert "--rdzv-endpoint=10.0.0.1:29400" in multi and "--node-rank=1" in multi and "--standalone" not in multi
     with pytest.raises(ValueError, match="rdzv-endpoint"):
         build_torchrun_command(tmp_path / "c.json", tmp_path, 2, nnodes=2)
-
-
-def test_nan_free_global_window_values(tmp_path):
-    cfg = tiny_cfg("train.max_iters=4", "batch.window=2", "train.eval_every=100")
-    run_local(cfg, None, "static:32", tmp_path, 2, method="spawn")
-    runs = pd.read_csv(tmp_path / "runs.csv")
-    assert runs["agg_grad_sqnorm"].gt(0).all() and runs["lr"].eq(cfg.optim.lr).all()
-    assert math.isclose(runs["epoch"].max(), 4 * 64 / 10000)
-    assert Path(tmp_path / "checkpoint.pt").exists()

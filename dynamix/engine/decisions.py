@@ -16,15 +16,13 @@ ring mode; in parameter-server mode the servers are excluded).
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch.distributed as dist
 
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext, make_policy
 
-log = logging.getLogger(__name__)
 
 
 @runtime_checkable

@@ -27,7 +27,6 @@ contiguous shards balanced by size (one per server; one in ring mode); each shar
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +37,6 @@ from torch import nn
 from dynamix.config import OptimConfig
 from dynamix.train.optim import build_optimizer, learning_rate
 
-log = logging.getLogger(__name__)
 
 CONTROL = 4
 FLAG_CHECKPOINT = 1  # servers send their optimiser state after this step

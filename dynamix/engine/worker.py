@@ -32,7 +32,6 @@ iterations lost to each restart.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import logging
 import math
@@ -52,11 +51,11 @@ from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.engine.decisions import DecisionSource, check_decision, make_source
 from dynamix.engine.hetero import Emulator, fit_spec
 from dynamix.engine.sync import FLAG_CHECKPOINT, FlatBuffers, ParameterServer, PSClient, RingSync
-from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, WorkerWindow, window_rows
+from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, window_rows
 from dynamix.metrics.system import SystemMonitor
 from dynamix.metrics.window import WindowAccumulator
 from dynamix.models import build_model
-from dynamix.policies.base import Bounds, Decision, PolicyContext
+from dynamix.policies.base import Bounds, PolicyContext
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.train import checkpoint
 from dynamix.train.core import Trainer
