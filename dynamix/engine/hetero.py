@@ -49,14 +49,17 @@ def fit_spec(spec: ClusterSpec, n_workers: int) -> ClusterSpec:
 class Emulator:
     """Rank ``rank``'s slowdown and network floor, iteration by iteration."""
 
-    def __init__(self, spec: ClusterSpec, rank: int, gradient_bytes: int, arch: str, num_servers: int = 1) -> None:
+    def __init__(self, spec: ClusterSpec, rank: int, gradient_bytes: int, arch: str, num_servers: int = 1,
+                 shaped: bool = False) -> None:
         self.spec = spec
         self.rank = rank
         self.dynamics = ClusterDynamics(spec)
         self.cost = CostModel(a_ms=1.0, c_ms_per_sample=0.0, gradient_bytes=gradient_bytes)
-        self.arch = dataclasses.replace(spec.architecture, kind=arch, num_servers=num_servers)
+        self.arch = dataclasses.replace(spec.architecture, kind=arch, num_servers=num_servers,
+                                        **({"server_bandwidth_gbps": 1e4} if shaped else {}))
         self.base_speed = spec.speeds[rank]
-        self.bandwidth_gbps = np.array([w.bandwidth_gbps for w in spec.workers])
+        # With real shaping (netns + tc tbf) bandwidth is enforced by the kernel: inject latency only.
+        self.bandwidth_gbps = np.array([1e4 if shaped else w.bandwidth_gbps for w in spec.workers])
         self.latency_ms = np.array([w.latency_ms for w in spec.workers])
         self.speed = self.base_speed
         self.comm_floor_s = 0.0

@@ -66,6 +66,24 @@ def launch_env() -> dict[str, str]:
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
+def engine_args(cfg_path: Path, out_dir: Path, *, spec_path: Path | None = None, policy_spec: str | None = None,
+                arbitrator: str | None = None, initial_sizes: tuple[int, ...] | None = None,
+                progress: bool = False) -> list[str]:
+    """``-m dynamix.engine ...``: the per-rank program and its arguments."""
+    args = ["-m", "dynamix.engine", "--config", str(cfg_path), "--out", str(out_dir)]
+    if spec_path is not None:
+        args += ["--cluster", str(spec_path)]
+    if policy_spec:
+        args += ["--policy", policy_spec]
+    if arbitrator:
+        args += ["--arbitrator", arbitrator]
+    if initial_sizes:
+        args += ["--initial", ",".join(str(b) for b in initial_sizes)]
+    if progress:
+        args += ["--progress"]
+    return args
+
+
 def build_torchrun_command(cfg_path: Path, out_dir: Path, nproc: int, *, spec_path: Path | None = None,
                            policy_spec: str | None = None, arbitrator: str | None = None,
                            initial_sizes: tuple[int, ...] | None = None, max_restarts: int = 0,
@@ -81,18 +99,26 @@ def build_torchrun_command(cfg_path: Path, out_dir: Path, nproc: int, *, spec_pa
                 f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={rdzv_id}"]
     else:
         cmd += ["--standalone"]
-    cmd += ["-m", "dynamix.engine", "--config", str(cfg_path), "--out", str(out_dir)]
-    if spec_path is not None:
-        cmd += ["--cluster", str(spec_path)]
-    if policy_spec:
-        cmd += ["--policy", policy_spec]
-    if arbitrator:
-        cmd += ["--arbitrator", arbitrator]
-    if initial_sizes:
-        cmd += ["--initial", ",".join(str(b) for b in initial_sizes)]
-    if progress:
-        cmd += ["--progress"]
-    return cmd
+    return cmd + engine_args(cfg_path, out_dir, spec_path=spec_path, policy_spec=policy_spec, arbitrator=arbitrator,
+                             initial_sizes=initial_sizes, progress=progress)
+
+
+def run_netns(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: str | None, out_dir: str | Path,
+              nproc: int, *, arbitrator: str | None = None, initial_sizes: tuple[int, ...] | None = None,
+              timeout_s: float = 3600.0) -> int:
+    """``engine.net_mode: netns``: every rank in its own shaped network namespace (root; see netns.py)."""
+    from dynamix.engine.netns import NetnsCluster, run_ranks
+
+    if spec is None:
+        raise ValueError("engine.net_mode = 'netns' needs a cluster spec (--cluster) for the link bandwidths")
+    out = Path(out_dir)
+    cfg_path, spec_path = prepare(cfg, out, spec)
+    n_servers = cfg.engine.num_servers if cfg.engine.arch == "ps" else 0
+    args = engine_args(cfg_path.resolve(), out.resolve(), spec_path=spec_path.resolve(), policy_spec=policy_spec,
+                       arbitrator=arbitrator, initial_sizes=initial_sizes)
+    with NetnsCluster.for_spec(spec, nproc, n_servers) as nc:
+        run_ranks(nc, args, launch_env(), out, timeout_s)
+    return 0
 
 
 def _spawn_rank(rank: int, cfg_dict: dict, out_dir: str, spec: cluster_mod.ClusterSpec | None,
@@ -122,6 +148,10 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
         return results[0]
     if method != "torchrun":
         raise ValueError(f"method = {method!r} is not allowed: must be one of torchrun, spawn")
+    if cfg.engine.net_mode == "netns":
+        run_netns(cfg, spec, policy_spec, out, nproc, arbitrator=arbitrator, initial_sizes=initial_sizes,
+                  timeout_s=timeout_s)
+        return json.loads((out / "summary.json").read_text())
     cfg_path, spec_path = prepare(cfg, out, spec)
     cmd = build_torchrun_command(cfg_path, out, world_size(cfg, nproc), spec_path=spec_path,
                                  policy_spec=policy_spec, arbitrator=arbitrator, initial_sizes=initial_sizes,
@@ -175,6 +205,11 @@ def main(args: argparse.Namespace) -> int:
     spec_arg = args.cluster if args.cluster is not None else cfg.engine.cluster
     spec = None if spec_arg in ("", "none") else cluster_mod.load(spec_arg)
     out = Path(args.out)
+    if cfg.engine.net_mode == "netns" and not args.dry_run:
+        rc = run_netns(cfg, spec, args.policy, out, nproc, arbitrator=args.arbitrator,
+                       initial_sizes=parse_sizes(args.initial))
+        print((out / "summary.json").read_text())
+        return rc
     cfg_path, spec_path = prepare(cfg, out, spec)
     procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
     cmd = build_torchrun_command(cfg_path, out, procs, spec_path=spec_path, policy_spec=args.policy,

@@ -121,9 +121,10 @@ class Engine:
                  device: str = "cpu", progress: bool = False, collect_metrics: bool = True,
                  metrics_source: str = "auto") -> None:
         self.cfg, self.device, self.progress = cfg, device, progress
-        if cfg.engine.net_mode != "inject":
-            raise ValueError(f"engine.net_mode = {cfg.engine.net_mode!r} is not implemented in this engine: "
-                             "must be 'inject' (network namespaces with tc tbf are not built yet)")
+        self.shaped = cfg.engine.net_mode == "netns"
+        if self.shaped and os.environ.get("DYNAMIX_NETNS") != "1":
+            raise ValueError("engine.net_mode = 'netns' runs ranks in namespaces set up by `dynamix launch` "
+                             "(dynamix.engine.netns); start it that way, or use 'inject'")
         self.out = Path(out_dir) if out_dir is not None else None
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -169,7 +170,8 @@ class Engine:
         self.emulator = None
         if spec is not None:
             spec = fit_spec(spec, n)
-            self.emulator = Emulator(spec, self.rank, self.flat.nbytes, cfg.engine.arch, max(S, 1))
+            self.emulator = Emulator(spec, self.rank, self.flat.nbytes, cfg.engine.arch, max(S, 1),
+                                     shaped=self.shaped)
         # Seconds spent collecting metrics (gradient statistics, system counters; not the window
         # all-gather, which decisions need anyway) and in iterations: their ratio is the overhead.
         self.metrics_s = 0.0
