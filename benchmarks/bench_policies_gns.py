@@ -11,6 +11,12 @@ an iteration at small batches, as on the GPU clusters Pollux targets. Goodput on
 batch when it amortises per-iteration costs: with the CPU's own speed (1.6 ms/sample here) on
 10 Gbit/s links the optimum stays at the initial batch, and on 100 Mbit/s links it stayed there
 through 10 epochs (B_simple grew 114 -> ~300, the best larger batch gained < 5%).
+
+The compute cost is fixed (``--c-ms``, default 1.6 ms per sample on the reference device, a = 0:
+tiny-cnn at one thread on this machine) rather than read from ``results/calibration``, whose value
+depends on how loaded the machine was when it was measured (it moved from 1.6 to 6.8 ms/sample
+between two calibrations during development, which changes where the goodput optimum lies);
+``--calibrated`` uses the stored calibration instead.
 The last output line is one JSON object: the trajectory and the ratio final/initial global batch.
 """
 
@@ -24,7 +30,9 @@ import torch
 
 from dynamix import cluster, config
 from dynamix.policies import make_policy
+from dynamix.models import build_model, gradient_bytes
 from dynamix.sim.cluster import VirtualCluster
+from dynamix.sim.costmodel import CostModel
 from dynamix.sim.run import policy_context
 
 SPEC = {
@@ -36,10 +44,12 @@ SPEC = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=float, default=6.0)
+    parser.add_argument("--epochs", type=float, default=8.0)
     parser.add_argument("--spec", default="", help="cluster spec YAML (default: 4 workers at 2x, 100 Mbit/s)")
     parser.add_argument("--policy", default="gns:refit=50")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--c-ms", type=float, default=1.6, help="compute ms per sample, reference device")
+    parser.add_argument("--calibrated", action="store_true", help="use results/calibration instead of --c-ms")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
@@ -48,7 +58,8 @@ def main() -> None:
         "batch.initial=32", "batch.window=10", "model.name=tiny-cnn",
     ])
     spec = cluster.load(args.spec) if args.spec else cluster.from_dict(SPEC)
-    sim = VirtualCluster(spec, cfg, seed=args.seed)
+    cost = None if args.calibrated else CostModel(0.0, args.c_ms, gradient_bytes(build_model(cfg.model.name)))
+    sim = VirtualCluster(spec, cfg, seed=args.seed, cost=cost)
     policy = make_policy(args.policy)
     ctx = policy_context(sim, cfg, args.seed)
     policy.reset(ctx)
@@ -70,6 +81,7 @@ def main() -> None:
     first, last = trajectory[0]["global_batch"], trajectory[-1]["global_batch"]
     print(json.dumps({
         "bench": "policies_gns_cifar", "policy": args.policy, "cluster": spec.name, "epochs": args.epochs,
+        "c_ms_per_sample": "calibrated" if args.calibrated else args.c_ms,
         "initial_global_batch": sum(ctx.initial_batch_sizes), "first_refit_batch": first,
         "final_global_batch": last, "final_over_initial": last / sum(ctx.initial_batch_sizes),
         "b_simple_first": trajectory[0]["b_simple"], "b_simple_last": trajectory[-1]["b_simple"],
