@@ -150,6 +150,22 @@ def test_lbbsp_cuts_iteration_time_with_one_worker_3x_slower(n):
     assert sizes[-1] < min(sizes[:-1])  # the slow worker gets the smallest share
 
 
+def test_lbbsp_rebalances_after_a_worker_slows_down_mid_run():
+    cluster = SyntheticCluster([1.0] * 3, [0.1] * 3, comm_ms=1.0, jitter=0.02, seed=5, window=5)
+    ctx = PolicyContext(n_workers=3, initial_batch_sizes=(96,) * 3)
+    policy = make_policy("lbbsp")
+    policy.reset(ctx)
+    decision = policy.initial(ctx)
+    for w in range(16):
+        if w == 6:
+            cluster.c[0] = 0.3  # worker 0 becomes 3x slower (a co-located job, a throttled core)
+        workers, glob = cluster.run_window(decision.batch_sizes)
+        decision = policy.decide(workers, glob)
+    b = decision.batch_sizes
+    assert sum(b) == 288 and b[0] < 0.5 * min(b[1:])
+    assert cluster.run_window(b)[0][0].iter_time_ms < 0.7 * cluster.run_window((96,) * 3)[0][0].iter_time_ms
+
+
 def test_lbbsp_dead_band_keeps_a_homogeneous_split_stable():
     cluster = SyntheticCluster([2.0] * 4, [0.1] * 4, comm_ms=1.0, jitter=0.05, seed=3, window=5)
     ctx = PolicyContext(n_workers=4, initial_batch_sizes=(64,) * 4)
