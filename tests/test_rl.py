@@ -110,6 +110,11 @@ def test_reward_matches_paper_formula_sgd_and_adam():
     assert adam.total[0] == pytest.approx(0.6 - 0.75 - 0.04 - 0.01 * 0.75)
     with pytest.raises(ValueError, match="t_ref_ms"):
         worker_rewards(workers, np.array([0.0]), 0.0, coeffs, "sgd")
+    # busy time: the straggler (no wait) pays the whole iteration, a waiting worker only its own share
+    pair = [_worker(0, 128, iter_ms=100.0, compute=80.0, wait=0.0), _worker(1, 32, iter_ms=100.0, compute=20.0, wait=60.0)]
+    busy = worker_rewards(pair, np.zeros(2), 100.0, coeffs, "sgd", time_signal="busy")
+    shared = worker_rewards(pair, np.zeros(2), 100.0, coeffs, "sgd")
+    assert busy.time.tolist() == pytest.approx([0.5, 0.2]) and shared.time.tolist() == pytest.approx([0.5, 0.5])
 
 
 # ---- environment -------------------------------------------------------------------------------------

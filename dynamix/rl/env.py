@@ -115,7 +115,8 @@ class DynamixEnv(gym.Env):
         self.batch_sizes = tuple(w.batch_size for w in workers)
         d_acc = self.state.acc_change(workers)
         obs = self.state.observe(workers, glob)
-        parts = worker_rewards(workers, d_acc, self.state.t_ref_ms, self.cfg.reward, self.cfg.optim.name)
+        parts = worker_rewards(workers, d_acc, self.state.t_ref_ms, self.cfg.reward, self.cfg.optim.name,
+                               self.cfg.rl.time_signal)
         rewards = parts.total
         info = {
             "worker_rewards": rewards,

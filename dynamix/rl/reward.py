@@ -19,7 +19,10 @@ step) divided by the mean iteration time of the episode's first window, which ru
 batch sizes. So T_iter = 1 at the start of every episode, is dimensionless, and means the same on a
 fast GPU cluster and a slow CPU one; that keeps ``beta`` meaningful across workloads and lets a
 policy transfer. Because iterations are synchronous, a straggler raises every worker's T_iter, so
-shrinking the straggler's batch is rewarded on all workers.
+shrinking the straggler's batch is rewarded on all workers. That shared signal gives a worker's own
+action little credit (its batch moves T only when it is the straggler), so ``rl.time_signal: busy``
+offers the alternative ``T_iter = (iter_time_ms - wait_ms) / T_ref_ms``: the worker's own compute
+and communication, without the barrier wait, which its own batch size drives directly.
 
 The coefficients live in ``params.yaml`` ``reward:`` (:class:`dynamix.config.RewardConfig`).
 """
@@ -55,12 +58,16 @@ class RewardParts:
 
 
 def worker_rewards(workers: Sequence[WorkerWindow], acc_change: np.ndarray, t_ref_ms: float,
-                   coeffs: RewardConfig, optimizer: str) -> RewardParts:
-    """The reward of every worker for one window; ``acc_change`` is dA_i, ``t_ref_ms`` the scale."""
+                   coeffs: RewardConfig, optimizer: str, time_signal: str = "iteration") -> RewardParts:
+    """The reward of every worker for one window; ``acc_change`` is dA_i, ``t_ref_ms`` the scale,
+    ``time_signal`` which time T_iter is (module docstring)."""
     if not t_ref_ms > 0:
         raise ValueError(f"t_ref_ms = {t_ref_ms} is out of range: must be > 0")
+    if time_signal not in ("iteration", "busy"):
+        raise ValueError(f"time_signal = {time_signal!r} is not allowed: must be one of 'iteration', 'busy'")
     acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
-    t_iter = np.array([w.iter_time_ms for w in workers], dtype=np.float64) / t_ref_ms
+    wait = np.array([w.wait_ms for w in workers], dtype=np.float64) if time_signal == "busy" else 0.0
+    t_iter = (np.array([w.iter_time_ms for w in workers], dtype=np.float64) - wait) / t_ref_ms
     size = np.array([math.log2(w.batch_size) - 5.0 for w in workers], dtype=np.float64)
     if optimizer == "adam":
         noise = coeffs.eta * np.array([w.sigma2_norm + w.sigma_norm for w in workers], dtype=np.float64)
