@@ -31,6 +31,15 @@ def test_fit_recovers_known_constants():
     assert a == pytest.approx(3.0, abs=1.0) and c == pytest.approx(0.75, abs=0.01) and 0.99 < r2 < 1
 
 
+def test_constrained_fit_never_returns_negative_constants():
+    b = np.array([16, 64, 256])
+    a, c, _ = cal_mod.fit_nonnegative(b, np.array([10.0, 9.0, 8.0]))  # noise: time falls with b
+    assert (a, c) == pytest.approx((9.0, 0.0))
+    a, c, _ = cal_mod.fit_nonnegative(b, -2.0 + 0.5 * b)  # negative intercept: refit through 0
+    assert a == 0.0 and c == pytest.approx(float(b.dot(-2.0 + 0.5 * b) / b.dot(b)))
+    assert cal_mod.fit_nonnegative(b, 3.0 + 0.5 * b)[:2] == pytest.approx((3.0, 0.5))
+
+
 def test_calibrate_writes_and_load_reads(calibration_dir):
     cal = cal_mod.calibrate("mlp", width=0.25, batch_sizes=(8, 32), repeats=2, threads=1)
     path = calibration_dir / "mlp-w0.25.json"
@@ -51,6 +60,7 @@ def test_load_without_a_file_calibrates_quickly(calibration_dir, caplog):
     (dict(batch_sizes=(32, 32)), "batch_sizes"),
     (dict(threads=0), "threads"),
     (dict(processes=0), "processes"),
+    (dict(idle_ratio=-1.0), "idle_ratio"),
 ])
 def test_bad_calibration_arguments_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
@@ -58,8 +68,8 @@ def test_bad_calibration_arguments_name_the_field(kwargs, field):
 
 
 def test_cli_calibrate_and_simulate(calibration_dir, tmp_path, capsys):
-    assert cli.main(["calibrate", "--model", "mlp", "--width", "0.25", "--batch-sizes", "8", "16",
-                     "--repeats", "1"]) == 0
+    assert cli.main(["calibrate", "--model", "mlp", "--width", "0.25", "--batch-sizes", "8", "64",
+                     "--repeats", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["model"] == "mlp"
     out = tmp_path / "sim"
     assert cli.main(["simulate", "--cluster", "clusters/slow-worker-4.yaml", "--policy", "static:8",

@@ -8,7 +8,7 @@ import pytest
 
 from dynamix import cluster as clusters
 from dynamix import config
-from dynamix.sim.validate import Case, default_cases, validate
+from dynamix.sim.validate import Case, default_cases, engine_idle_ratio, validate
 
 
 def test_default_cases_cover_two_and_four_workers_with_a_slow_one():
@@ -17,6 +17,13 @@ def test_default_cases_cover_two_and_four_workers_with_a_slow_one():
     for n in (2, 4):
         speeds = [min(c.spec.speeds) for c in cases if c.spec.n_workers == n]
         assert 1.0 in speeds and any(s < 1 for s in speeds)
+
+
+def test_engine_duty_cycle_follows_the_slowest_worker():
+    assert engine_idle_ratio(clusters.homogeneous(4)) == 0.0
+    assert engine_idle_ratio(clusters.load("clusters/slow-worker-4.yaml")) == pytest.approx(2.0)
+    fast = clusters.from_dict({"workers": [{"count": 2, "device": "double"}]})
+    assert engine_idle_ratio(fast) == 0.0  # speeds above 1 run natively in the engine
 
 
 @pytest.mark.slow

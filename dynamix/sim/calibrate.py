@@ -12,8 +12,9 @@ every size alike; the median per size is fitted by least squares,
     min_{a, c} sum_b (median_ms(b) - a - c b)^2,
 
 and the fit's R^2 is stored beside a and c, with the spread of single iterations (``jitter``, the
-standard deviation of log t: the same quantity as a cluster spec's ``jitter``). Timing uses ``threads`` torch threads (default 1, the
-setting of each engine worker when several share this machine's cores); device profiles in
+standard deviation of log t: the same quantity as a cluster spec's ``jitter``). Timing uses
+``threads`` torch threads (default 1, the setting of each engine worker when several share this
+machine's cores); device profiles in
 :data:`dynamix.cluster.DEVICE_PROFILES` are speeds relative to this measurement.
 
 ``processes`` > 1 runs that many timing processes at once and pools their measurements: the compute
@@ -22,7 +23,10 @@ machine's cores), which :mod:`dynamix.sim.validate` uses to predict local engine
 process starts its own session (``os.setsid``), as torchrun's worker processes do: with Linux
 autogroup scheduling a session is the unit that shares the CPU with the rest of the machine, so a
 pool inside the caller's session would get one share for all N processes while N engine workers get
-N shares (we measured 2-3x slower "calibrated" compute than the engine's before this).
+N shares (we measured 2-3x slower "calibrated" compute than the engine's before this). For the same
+reason ``idle_ratio`` reproduces a worker's duty cycle: the fair scheduler credits a process that
+sleeps, so a worker idle for most of each iteration computes faster, while it computes, than a
+continuously busy one on a machine shared with other jobs.
 
 The result lives in ``results/calibration/<model>.json`` (``<model>-w<width>.json`` when width != 1).
 :func:`load_calibration` reads it, or runs a quick calibration (logged) when none exists.
@@ -94,9 +98,25 @@ def fit_linear(batch_sizes, times_ms) -> tuple[float, float, float]:
     return float(a), float(c), r2
 
 
+def fit_nonnegative(batch_sizes, times_ms) -> tuple[float, float, float]:
+    """:func:`fit_linear` constrained to a, c >= 0 (the cost model needs t(b) >= 0, non-decreasing):
+    a negative coefficient is timing noise, so it is dropped and the other one refitted alone."""
+    a, c, r2 = fit_linear(batch_sizes, times_ms)
+    b = np.asarray(batch_sizes, float)
+    t = np.asarray(times_ms, float)
+    if a < 0:
+        a, c = 0.0, float(b.dot(t) / b.dot(b))
+    if c < 0:
+        log.warning("calibration: time falls with batch size (noise); using c = 0. Use more repeats or "
+                    "batch sizes further apart")
+        a, c = float(t.mean()), 0.0
+    return a, c, r2
+
+
 def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup: int = 2,
-            seed: int = 0) -> list[list[float]]:
-    """Per batch size, the list of ``repeats`` timed iterations (ms) in the current torch threads."""
+            seed: int = 0, idle_ratio: float = 0.0) -> list[list[float]]:
+    """Per batch size, the list of ``repeats`` timed iterations (ms) in the current torch threads;
+    after each iteration of t ms the process sleeps ``idle_ratio`` * t ms (a worker's duty cycle)."""
     torch.manual_seed(seed)
     model = build_model(model_name, width)
     trainer = Trainer(model, OptimConfig(), total_iters=1)
@@ -115,31 +135,37 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
             dt = (time.perf_counter() - t0) * 1e3
             if r >= warmup:
                 times[j].append(dt)
+            if idle_ratio > 0:
+                time.sleep(idle_ratio * dt / 1e3)
     return times
 
 
 def _measure_in_process(model_name: str, width: float, batch_sizes, repeats: int, threads: int,
-                        seed: int) -> list[list[float]]:
+                        idle_ratio: float, seed: int) -> list[list[float]]:
     """:func:`measure` at ``threads`` torch threads (restored afterwards); the unit of work of a pool."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return measure(model_name, width, batch_sizes, repeats, seed=seed)
+        return measure(model_name, width, batch_sizes, repeats, seed=seed, idle_ratio=idle_ratio)
     finally:
         torch.set_num_threads(before)
 
 
 def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZES, repeats: int = 5,
-              threads: int = 1, write: bool = True, processes: int = 1) -> Calibration:
+              threads: int = 1, write: bool = True, processes: int = 1,
+              idle_ratio: float = 0.0) -> Calibration:
     """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads in each of
-    ``processes`` concurrent timing processes; write the JSON when ``write``."""
+    ``processes`` concurrent timing processes, each idle ``idle_ratio`` x its compute time between
+    iterations; write the JSON when ``write``."""
     if len(set(batch_sizes)) < 2:
         raise ValueError(f"calibrate: batch_sizes = {list(batch_sizes)} needs at least two distinct sizes")
     if threads < 1:
         raise ValueError(f"calibrate: threads = {threads} is out of range: must be >= 1")
     if processes < 1:
         raise ValueError(f"calibrate: processes = {processes} is out of range: must be >= 1")
-    job = (model_name, width, tuple(batch_sizes), repeats, threads)
+    if idle_ratio < 0:
+        raise ValueError(f"calibrate: idle_ratio = {idle_ratio} is out of range: must be >= 0")
+    job = (model_name, width, tuple(batch_sizes), repeats, threads, idle_ratio)
     if processes == 1:
         times = _measure_in_process(*job, seed=0)
     else:
@@ -148,9 +174,7 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
         times = [sum((t[j] for t in per_proc), []) for j in range(len(batch_sizes))]
     medians = [float(np.median(t)) for t in times]
     jitter = float(np.median([np.std(np.log(t)) for t in times]))
-    a, c, r2 = fit_linear(batch_sizes, medians)
-    if a < 0:  # a tiny negative intercept is fitting noise; the model needs t(0) >= 0
-        a, c = 0.0, float(np.dot(batch_sizes, medians) / np.dot(batch_sizes, batch_sizes))
+    a, c, r2 = fit_nonnegative(batch_sizes, medians)
     cal = Calibration(
         model=model_name, width=float(width), a_ms=a, c_ms_per_sample=c, r2=r2, threads=threads,
         processes=processes,

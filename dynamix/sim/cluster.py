@@ -153,7 +153,7 @@ class VirtualCluster:
             comm_sum += cost.comm_ms
             iter_sum += cost.iter_ms
             iters += 1
-            if self.trainer.iteration % eval_every == 0 or (self.done and math.isnan(self.test_acc)):
+            if self.trainer.iteration % eval_every == 0 or self.done:  # as the engine: and at the end
                 self.evaluate()
         if iters == 0:
             raise RuntimeError("run_window called after the training budget was spent (check .done)")

@@ -9,17 +9,14 @@ processes on loopback, the slow worker emulated by time dilation) and on the sim
 after the first (warm-up) one.
 
 The simulator's compute constants come from a calibration measured right before and right after
-each engine run, in as many concurrent processes as the engine has workers (``calibrate(...,
-processes=N)``): with N single-threaded workers on a 2-core machine each one computes at a fraction
-of the lone-process speed, and the machine is shared with other jobs, so a calibration taken at
-another time or in a single process predicts a different machine. The constants of the two
+each engine run, in as many concurrent processes as the engine has workers and with the engine
+workers' duty cycle (``calibrate(..., processes=N, idle_ratio=1/s_min - 1)``, both from the spec):
+with N single-threaded workers on a 2-core machine each one computes at a fraction of the
+lone-process speed, and the machine is shared with other jobs, so a calibration taken at another
+time, in a single process or without the engine's idle periods predicts a different machine. The constants of the two
 calibrations are averaged, and the host's measured per-iteration noise (``Calibration.jitter``) is
 added to the spec's jitter. Nothing is fitted to the engine's measurements.
 
-Known limit: on a machine shared with other jobs, an engine worker that sleeps for most of each
-iteration (the emulated slow worker, and the fast ones waiting for it) gets more than its share of
-the CPU when it wakes (Linux's fair scheduler credits sleepers), so it computes faster than the
-continuously busy calibration processes; the slow-worker cases then measure faster than predicted.
 """
 
 from __future__ import annotations
@@ -79,9 +76,16 @@ def case_config(cfg: Config, case: Case, iters: int, window: int) -> Config:
     return build(Config, deep_merge(cfg.to_dict(), override))
 
 
-def _fresh_cost(cfg: Config, n: int) -> tuple[float, float, float]:
+def engine_idle_ratio(spec: clusters.ClusterSpec) -> float:
+    """Idle time per unit of real compute of every engine worker at equal batch sizes, from the spec:
+    the emulated slowest worker (speed s_min) computes c and sleeps (1/s_min - 1) c, the others
+    compute c and wait for it, so each process is busy for c out of c / s_min."""
+    return 1.0 / min(1.0, min(spec.speeds)) - 1.0
+
+
+def _fresh_cost(cfg: Config, spec: clusters.ClusterSpec) -> tuple[float, float, float]:
     cal = calibrate(cfg.model.name, cfg.model.width, CALIBRATION_BATCH_SIZES, repeats=3, threads=1,
-                    write=False, processes=n)
+                    write=False, processes=spec.n_workers, idle_ratio=engine_idle_ratio(spec))
     return cal.a_ms, cal.c_ms_per_sample, cal.jitter
 
 
@@ -97,12 +101,12 @@ def run_case(cfg: Config, case: Case, out_dir: Path, iters: int = 40, window: in
     ccfg = case_config(cfg, case, iters, window)
     n = case.spec.n_workers
     policy = f"static:{case.batch_size}"
-    before = _fresh_cost(ccfg, n)
+    before = _fresh_cost(ccfg, case.spec)
     engine_dir = out_dir / "engine" / case.name
     if engine_dir.exists():
         shutil.rmtree(engine_dir)  # a fresh measurement: no resume from, or append to, an earlier run
     run_local(ccfg, case.spec, policy, engine_dir, nproc=n)
-    after = _fresh_cost(ccfg, n)
+    after = _fresh_cost(ccfg, case.spec)
     a_ms, c_ms, host_jitter = ((x + y) / 2 for x, y in zip(before, after))
     cost = CostModel(a_ms, c_ms, gradient_bytes(build_model(ccfg.model.name, ccfg.model.width)))
     # the host's own iteration-to-iteration noise adds to the spec's: it is what makes the engine's
@@ -122,6 +126,7 @@ def run_case(cfg: Config, case: Case, out_dir: Path, iters: int = 40, window: in
         "predicted_slowest_compute_ms": float(sim[sim["rank"] == slow]["compute_ms"].mean()),
         "measured_comm_ms": float(eng["comm_ms"].mean()), "predicted_comm_ms": float(sim["comm_ms"].mean()),
         "calibration_a_ms": a_ms, "calibration_c_ms_per_sample": c_ms, "host_jitter": host_jitter,
+        "calibration_idle_ratio": engine_idle_ratio(case.spec),
         "calibration_drift_pct": 100.0 * (after[1] - before[1]) / before[1],
     }
 
