@@ -145,6 +145,12 @@ def test_simulate_drives_the_policy_window_by_window(data, cost):
     assert frame["elapsed_s"].is_monotonic_increasing
 
 
+def test_decisions_outside_the_bounds_fail_as_on_the_engine(data, cost):
+    with pytest.raises(ValueError, match=r"outside \[batch.min, batch.max\]"):
+        simulate(clusters.homogeneous(2), cfg_with(), make_policy("static:4"), 0, progress=False, data=data,
+                 cost=cost)
+
+
 def test_a_128_worker_cluster_trains_a_tiny_model(data, cost):
     spec = clusters.load("clusters/scale-128.yaml")
     cfg = cfg_with(train={"max_iters": 4, "eval_every": 4}, batch={"window": 2, "min": 4, "initial": 4})

@@ -1,6 +1,6 @@
 """``dynamix simulate``: one virtual-time training run, e.g.
 
-    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke \
+    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke \\
         --out results/tmp/sim
     dynamix simulate --cluster clusters/scale-128.yaml --policy static:32 --set model.name=mlp --out /tmp/s128
 

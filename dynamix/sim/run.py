@@ -1,11 +1,12 @@
 """One simulated training run under a batch-size policy: ``dynamix simulate``.
 
-    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke \
+    dynamix simulate --cluster clusters/mixed-gpu.yaml --policy static:64 --profile smoke \\
         --out results/tmp/sim
 
 The loop is the one every backend runs: ``policy.reset(ctx)``, ``policy.initial(ctx)``, then per
 window ``cluster.run_window(sizes, lr_scale)`` and ``policy.decide(workers, glob)`` until the budget
-is spent. The result is a tidy frame with columns :data:`dynamix.metrics.schema.RUNS_COLUMNS`, one row
+is spent, each decision checked as the engine checks it (length, ``batch`` bounds, lr_scale > 0).
+The result is a tidy frame with columns :data:`dynamix.metrics.schema.RUNS_COLUMNS`, one row
 per (window, rank), ``backend = "sim"``. Same seed and spec give a bit-identical ``runs.csv``.
 """
 
@@ -21,6 +22,7 @@ from tqdm.auto import tqdm
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config
 from dynamix.data import Cifar10
+from dynamix.engine.decisions import check_decision
 from dynamix.metrics.schema import RUNS_COLUMNS, window_rows
 from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext
 from dynamix.sim.cluster import VirtualCluster
@@ -57,7 +59,7 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     cluster = VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
     ctx = policy_context(cluster, cfg, seed)
     policy.reset(ctx)
-    decision = policy.initial(ctx)
+    decision = check_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds)
     key = {"run_id": run_id(spec, policy, seed), "backend": "sim", "policy": policy.name, "seed": seed}
     rows: list[dict] = []
     bar = tqdm(total=cluster.total_iters, desc=f"sim {spec.name} {policy.name}", unit="it",
@@ -68,7 +70,7 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
         rows.extend(window_rows(key, glob, workers))
         bar.update(cluster.iteration - before)
         bar.set_postfix(B=glob.global_batch, test_acc=f"{glob.test_acc:.3f}", t=f"{glob.elapsed_s:.0f}s")
-        decision = policy.decide(workers, glob)
+        decision = check_decision(policy.decide(workers, glob), ctx.n_workers, ctx.bounds)
     bar.close()
     frame = pd.DataFrame(rows, columns=RUNS_COLUMNS)
     if out_dir is not None:
