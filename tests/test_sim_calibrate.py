@@ -50,6 +50,13 @@ def test_calibrate_writes_and_load_reads(calibration_dir):
     assert cal_mod.load_calibration("mlp", 0.25) == cal
 
 
+def test_concurrent_lockstep_calibration_pools_every_process(calibration_dir):
+    cal = cal_mod.calibrate("mlp", width=0.25, batch_sizes=(8, 32), repeats=2, write=False, processes=2,
+                            idle_ratio=0.5)
+    assert cal.processes == 2 and cal.c_ms_per_sample >= 0 and len(cal.median_ms) == 2
+    assert not (calibration_dir / "mlp-w0.25.json").exists()  # write=False
+
+
 def test_load_without_a_file_calibrates_quickly(calibration_dir, caplog):
     cal = cal_mod.load_calibration("mlp", 0.125)
     assert cal.batch_sizes == cal_mod.QUICK_BATCH_SIZES

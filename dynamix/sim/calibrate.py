@@ -26,7 +26,8 @@ pool inside the caller's session would get one share for all N processes while N
 N shares (we measured 2-3x slower "calibrated" compute than the engine's before this). For the same
 reason ``idle_ratio`` reproduces a worker's duty cycle: the fair scheduler credits a process that
 sleeps, so a worker idle for most of each iteration computes faster, while it computes, than a
-continuously busy one on a machine shared with other jobs.
+continuously busy one on a machine shared with other jobs; and the processes start every iteration
+together (a barrier), as the engine's workers do, so their compute phases overlap as the engine's do.
 
 The result lives in ``results/calibration/<model>.json`` (``<model>-w<width>.json`` when width != 1).
 :func:`load_calibration` reads it, or runs a quick calibration (logged) when none exists.
@@ -114,9 +115,11 @@ def fit_nonnegative(batch_sizes, times_ms) -> tuple[float, float, float]:
 
 
 def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup: int = 2,
-            seed: int = 0, idle_ratio: float = 0.0) -> list[list[float]]:
+            seed: int = 0, idle_ratio: float = 0.0, barrier=None) -> list[list[float]]:
     """Per batch size, the list of ``repeats`` timed iterations (ms) in the current torch threads;
-    after each iteration of t ms the process sleeps ``idle_ratio`` * t ms (a worker's duty cycle)."""
+    after each iteration of t ms the process sleeps ``idle_ratio`` * t ms (a worker's duty cycle),
+    and with a ``barrier`` (shared by concurrent timing processes) every iteration starts in lockstep,
+    as synchronous data-parallel workers do."""
     torch.manual_seed(seed)
     model = build_model(model_name, width)
     trainer = Trainer(model, OptimConfig(), total_iters=1)
@@ -129,6 +132,8 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
     for r in range(warmup + repeats):
         for j, b in enumerate(batch_sizes):
             idx = torch.arange(b)
+            if barrier is not None:
+                barrier.wait()
             t0 = time.perf_counter()
             trainer.weighted_gradient([maker(idx)], track_local=False)
             trainer.apply(b)
@@ -140,13 +145,24 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
     return times
 
 
+_BARRIER = None  # set in pool processes: the lockstep barrier shared by concurrent timing processes
+
+
+def _init_timing_process(barrier) -> None:
+    """Pool initializer: a session of its own (see the module docstring) and the shared barrier."""
+    global _BARRIER
+    os.setsid()
+    _BARRIER = barrier
+
+
 def _measure_in_process(model_name: str, width: float, batch_sizes, repeats: int, threads: int,
                         idle_ratio: float, seed: int) -> list[list[float]]:
     """:func:`measure` at ``threads`` torch threads (restored afterwards); the unit of work of a pool."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return measure(model_name, width, batch_sizes, repeats, seed=seed, idle_ratio=idle_ratio)
+        return measure(model_name, width, batch_sizes, repeats, seed=seed, idle_ratio=idle_ratio,
+                       barrier=_BARRIER)
     finally:
         torch.set_num_threads(before)
 
@@ -169,7 +185,9 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
     if processes == 1:
         times = _measure_in_process(*job, seed=0)
     else:
-        with mp.get_context("spawn").Pool(processes, initializer=os.setsid) as pool:
+        ctx = mp.get_context("spawn")
+        barrier = ctx.Barrier(processes)
+        with ctx.Pool(processes, initializer=_init_timing_process, initargs=(barrier,)) as pool:
             per_proc = pool.starmap(_measure_in_process, [(*job, p) for p in range(processes)])
         times = [sum((t[j] for t in per_proc), []) for j in range(len(batch_sizes))]
     medians = [float(np.median(t)) for t in times]

@@ -9,14 +9,14 @@ processes on loopback, the slow worker emulated by time dilation) and on the sim
 after the first (warm-up) one.
 
 The simulator's compute constants come from a calibration measured right before and right after
-each engine run, in as many concurrent processes as the engine has workers and with the engine
-workers' duty cycle (``calibrate(..., processes=N, idle_ratio=1/s_min - 1)``, both from the spec):
-with N single-threaded workers on a 2-core machine each one computes at a fraction of the
-lone-process speed, and the machine is shared with other jobs, so a calibration taken at another
-time, in a single process or without the engine's idle periods predicts a different machine. The constants of the two
-calibrations are averaged, and the host's measured per-iteration noise (``Calibration.jitter``) is
-added to the spec's jitter. Nothing is fitted to the engine's measurements.
-
+each engine run, in as many concurrent processes as the engine has workers, in lockstep and with
+the engine workers' duty cycle (``calibrate(..., processes=N, idle_ratio=1/s_min - 1)``, all from
+the spec): with N single-threaded workers on a 2-core machine each one computes at a fraction of
+the lone-process speed, and the machine is shared with other jobs, so a calibration taken at
+another time, in a single process or without the engine's idle periods predicts a different
+machine. The constants of the two calibrations are averaged, and the host's measured per-iteration
+noise (``Calibration.jitter``) is added to the spec's jitter. Nothing is fitted to the engine's
+measurements.
 """
 
 from __future__ import annotations
