@@ -178,8 +178,9 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default=None, help="artifact name (default: experiments.policy_training.name)")
-    parser.add_argument("--profile", default=None, help="params.yaml profile (default: its `profile` key)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides, e.g. rl.timesteps=512")
+    from dynamix.train.cli import add_config_arguments
+
+    add_config_arguments(parser)  # --params, --profile, --set KEY=VALUE (repeatable)
     parser.add_argument("--timesteps", type=int, default=None, help="per-worker transitions (default: rl.timesteps)")
     parser.add_argument("--init", default=None, help="fine-tune this policy artifact (transfer) instead of starting fresh")
     parser.add_argument("--fresh", action="store_true", help="ignore and replace an existing checkpoint")
@@ -187,7 +188,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = config.load(profile=args.profile, overrides=args.set)
+    cfg = config.load(args.params, args.profile, args.overrides)
     name = args.name or cfg.experiments.policy_training.name
     out = train_policy(cfg, name, timesteps=args.timesteps, init=args.init, fresh=args.fresh, out_dir=args.out)
     progress = out.with_suffix(".run") / "progress.csv"
