@@ -22,6 +22,9 @@ iterations) at or above the target, empty when never reached. Evaluate at a fine
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
+import json
 import logging
 import math
 from pathlib import Path
@@ -78,18 +81,29 @@ def set_targets(summary: pd.DataFrame, runs: pd.DataFrame, fraction: float, fixe
     return summary
 
 
+SIM_SECTIONS = ("data", "model", "optim", "train", "batch")
+"""The config sections :func:`dynamix.sim.run.simulate` reads (policies read only the batch bounds)."""
+
+
+def sim_key(cfg: Config) -> str:
+    """Short hash of :data:`SIM_SECTIONS`: identifies a simulated run's settings in the cache."""
+    blob = json.dumps({k: dataclasses.asdict(getattr(cfg, k)) for k in SIM_SECTIONS}, sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
 def _cached_run(cache: Path | None, cfg: Config, spec: ClusterSpec, policy, seed: int, simulate_run) -> pd.DataFrame:
     """One run's rows, read from ``cache`` when this exact (config, cluster, policy, seed) ran before.
 
-    The key is the config hash, the run id and, for trained policies, the artifact's sha256, so a
-    retrained policy or a changed setting never reuses stale rows.
+    The key is a hash of the config sections a simulated run reads (:data:`SIM_SECTIONS`), the run
+    id and, for trained policies, the artifact's sha256, so a retrained policy or a changed setting
+    never reuses stale rows, while unrelated sections (``rl``, ``experiments``, ...) do not matter.
     """
     if cache is None:
         return simulate_run()
     from dynamix.sim.run import run_id
 
     fingerprint = getattr(policy, "meta", {}).get("zip_sha256", "")[:12]
-    path = cache / cfg.hash() / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv"
+    path = cache / sim_key(cfg) / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv"
     if path.exists():
         return pd.read_csv(path)
     frame = simulate_run()
