@@ -280,7 +280,8 @@ class RLConfig:
     event_probability: float = setting(0.5, rng(0.0, 1.0))  # chance of one slowdown/bandwidth event
     # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
     # pays (shared); "busy" = the worker's own compute + communication, without the barrier wait.
-    time_signal: str = setting("iteration", one_of("iteration", "busy"))
+    # busy is the default: with 6144 transitions only it gave PPO a learnable signal (see rl.reward).
+    time_signal: str = setting("busy", one_of("iteration", "busy"))
     # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
     # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
     # mean (over seeds) final test accuracy in that evaluation (dynamix.rl.evaluate).
