@@ -21,11 +21,9 @@ virtual time.
 
 from __future__ import annotations
 
-import logging
 import math
 
 import numpy as np
-import torch
 
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config
@@ -39,8 +37,6 @@ from dynamix.sim.costmodel import CostModel
 from dynamix.sim.dynamics import ClusterDynamics
 from dynamix.train.core import Trainer
 from dynamix.train.loop import eval_subset, total_iterations
-
-log = logging.getLogger(__name__)
 
 
 class VirtualCluster:
