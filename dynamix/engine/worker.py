@@ -161,7 +161,8 @@ class Engine:
         )
         if len(self.ctx.initial_batch_sizes) != n:
             raise ValueError(f"initial batch sizes {self.ctx.initial_batch_sizes}: need one per worker ({n})")
-        self.source: DecisionSource = make_source(self.policy_spec, arbitrator, self.rank, self.group)
+        self.source: DecisionSource = make_source(self.policy_spec, arbitrator, self.rank, self.group,
+                                                  **({"cfg": cfg} if arbitrator else {}))
         self.sync = (PSClient(self.flat, [self.layout.server_rank(s) for s in range(S)], self.server_groups, self.rank)
                      if S else RingSync(self.flat, self.group))
         self.collect = collect_metrics
