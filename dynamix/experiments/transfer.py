@@ -91,7 +91,8 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
         optim["lr"] = cfg.experiments.inference.adam_lr
     wcfg = common.with_overrides(cfg, {"rl": {"model": w.model, "width": w.width}, "optim": optim})
     timesteps = cfg.experiments.transfer.timesteps or None
-    return train_policy(wcfg, common.slug(str(w)), timesteps=timesteps, out_dir=out / "policies")
+    name = common.slug(str(w)).replace(".", "p")  # no dots: the artifact name must not look like a suffix
+    return train_policy(wcfg, name, timesteps=timesteps, out_dir=out / "policies")
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:
