@@ -11,7 +11,7 @@ import pytest
 
 from dynamix import config
 from dynamix.experiments import common
-from dynamix.experiments.transfer import Workload, parse_pair
+from dynamix.experiments.transfer import Workload, parse_pair, policy_name
 
 
 def test_iqm_trims_a_quarter_each_side_and_is_the_mean_below_four():
@@ -120,3 +120,8 @@ def test_every_profile_builds_with_an_experiments_section():
         for pair in cfg.experiments.transfer.pairs:
             parse_pair(pair)
     assert config.load(profile="default").experiments.seeds >= 3
+
+
+def test_transfer_policy_names_are_distinct_per_workload_and_dot_free():
+    names = {policy_name(w) for pair in ("mlp@0.25/sgd->mlp@0.5/sgd", "mlp@0.25/sgd->mlp@0.25/adam") for w in parse_pair(pair)}
+    assert names == {"mlp-0p25-sgd", "mlp-0p5-sgd", "mlp-0p25-adam"}

@@ -91,8 +91,13 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
         optim["lr"] = cfg.experiments.inference.adam_lr
     wcfg = common.with_overrides(cfg, {"rl": {"model": w.model, "width": w.width}, "optim": optim})
     timesteps = cfg.experiments.transfer.timesteps or None
-    name = common.slug(str(w)).replace(".", "p")  # no dots: the artifact name must not look like a suffix
-    return train_policy(wcfg, name, timesteps=timesteps, out_dir=out / "policies")
+    return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies")
+
+
+def policy_name(w: Workload) -> str:
+    """Artifact name of the policy trained on ``w``: ``mlp@0.5/sgd`` -> ``mlp-0p5-sgd`` (no dots, which
+    would read as a file suffix and make two widths share one artifact)."""
+    return common.slug(str(w)).replace(".", "p")
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:
