@@ -281,7 +281,14 @@ class RLConfig:
     # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
     # pays (shared); "busy" = the worker's own compute + communication, without the barrier wait.
     # busy is the default: with 6144 transitions only it gave PPO a learnable signal (see rl.reward).
-    time_signal: str = setting("busy", one_of("iteration", "busy"))
+    time_signal: str = setting("busy", one_of("iteration", "busy", "marginal"))
+    # How an episode is budgeted and its windows summed (dynamix.rl.reward, dynamix.rl.env).
+    # "time": the episode ends after a fixed virtual time (the initial-batch run's time for
+    # episode_epochs, measured on the first window) and every window's reward is weighted by its
+    # duration, so the return is the time integral of the reward (area under accuracy-vs-time).
+    # "paper": the episode ends after episode_epochs and windows are summed unweighted; with that,
+    # smaller batches mean more windows and so more accuracy terms: the return itself favours them.
+    return_shape: str = setting("paper", one_of("time", "paper"))
     # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
     # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
     # mean (over seeds) final test accuracy in that evaluation (dynamix.rl.evaluate).

@@ -26,7 +26,7 @@ from dynamix.rl.algos import make_algo
 from dynamix.rl.artifact import PolicyArtifactError, artifact_paths, load_policy
 from dynamix.rl.domain import sample_cluster
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
-from dynamix.rl.reward import worker_rewards
+from dynamix.rl.reward import time_weighted, worker_rewards
 from dynamix.rl.state import FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
 from dynamix.rl.train import PROGRESS_COLUMNS, train_policy
 from dynamix.sim.costmodel import CostModel
@@ -117,11 +117,85 @@ def test_reward_matches_paper_formula_sgd_and_adam():
     assert busy.time.tolist() == pytest.approx([0.5, 0.2]) and shared.time.tolist() == pytest.approx([0.5, 0.5])
 
 
+def test_marginal_time_signal_charges_only_the_stragglers_excess():
+    """time_signal=marginal: the straggler pays busy - second slowest busy; waiting workers pay 0."""
+    coeffs = RewardConfig(alpha=1.0, beta=1.0, delta=0.0, eta=0.0)
+    trio = [_worker(0, 128, iter_ms=100.0, compute=80.0, wait=0.0),  # busy 100
+            _worker(1, 64, iter_ms=100.0, compute=50.0, wait=30.0),  # busy 70
+            _worker(2, 32, iter_ms=100.0, compute=20.0, wait=60.0)]  # busy 40
+    parts = worker_rewards(trio, np.zeros(3), 100.0, coeffs, "sgd", time_signal="marginal")
+    assert parts.time.tolist() == pytest.approx([0.3, 0.0, 0.0])
+    solo = worker_rewards(trio[:1], np.zeros(1), 100.0, coeffs, "sgd", time_signal="marginal")
+    assert solo.time.tolist() == pytest.approx([1.0])  # alone, a worker causes its whole iteration
+    with pytest.raises(ValueError, match="time_signal"):
+        worker_rewards(trio, np.zeros(3), 100.0, coeffs, "sgd", time_signal="wall")
+
+
+def test_state_tells_a_worker_whether_it_is_the_straggler():
+    col = {f.name: i for i, f in enumerate(FEATURES)}["busy_rel"]
+    workers = [_worker(0, 64, compute=80.0, wait=0.0), _worker(1, 256, compute=40.0, wait=40.0)]
+    obs = StateBuilder(Bounds(32, 1024)).observe(workers, _glob(workers))
+    assert obs[0, col] == pytest.approx(1.0) and obs[1, col] == pytest.approx(60 / 100)
+
+
+def test_time_weighted_return_does_not_favour_more_windows():
+    """The same reward rate over the same time gives the same return however it is cut into windows;
+    the paper's plain sum grows with the number of windows."""
+    coeffs = RewardConfig(alpha=0.0, beta=0.5, delta=0.02, eta=0.0)
+    parts = worker_rewards([_worker(0, 64, acc=0.9)], np.zeros(1), 100.0, coeffs, "sgd")
+    budget_s, ref_s = 12.0, 2.0
+    timed = [sum(time_weighted(parts, budget_s / n, ref_s).total[0] for _ in range(n)) for n in (3, 6, 12)]
+    assert timed == pytest.approx([parts.total[0] * budget_s / ref_s] * 3)
+    plain = [n * parts.total[0] for n in (3, 6, 12)]  # a positive reward per window: more windows, more return
+    assert plain[0] < plain[1] < plain[2]
+    with pytest.raises(ValueError, match="ref_window_s"):
+        time_weighted(parts, 1.0, 0.0)
+
+
 # ---- environment -------------------------------------------------------------------------------------
 
 
-def test_env_passes_check_env(cost):
-    env = DynamixEnv(training_config(rl_cfg()), cost=cost)
+def _episode(env: DynamixEnv, action: int, seed: int = 0) -> tuple[dict, list[dict]]:
+    _, first = env.reset(seed=seed)
+    infos, done = [], False
+    while not done:
+        _, _, done, _, info = env.step([action] * env.n_workers)
+        infos.append(info)
+    return first, infos
+
+
+def test_time_shaped_episode_ends_at_the_time_budget_with_equal_total_weight(cost):
+    """return_shape=time: the episode ends at the first window reaching the virtual-time budget, and
+    the windows' weights sum to budget / first window whether batches shrink (many windows) or not."""
+    env = DynamixEnv(training_config(rl_cfg(return_shape="time", episode_epochs=0.05)), cost=cost)
+    n_windows, weights = [], []
+    for action in (0, 2):  # all shrink, all keep
+        first, infos = _episode(env, action)
+        elapsed = [first["elapsed_s"]] + [i["elapsed_s"] for i in infos]
+        assert elapsed[-1] >= first["budget_s"] > elapsed[-2]  # stops at the budget, not before
+        assert not env.cluster.done  # ended by time, not by the (capped) epoch budget
+        counted = first["window_s"] + sum(i["window_s"] for i in infos)
+        assert counted == pytest.approx(first["budget_s"])
+        n_windows.append(len(infos))
+        weights.append(counted / env.ref_window_s)
+    assert n_windows[0] > n_windows[1] and weights[0] == pytest.approx(weights[1])
+    # the budget is the initial-batch run's time for episode_epochs, measured on the first window
+    iters = env.cfg.rl.episode_epochs * env.n_train / (env.n_workers * env.cfg.batch.initial)
+    assert first["budget_s"] == pytest.approx(iters * env.ref_window_s / env.cfg.batch.window)
+
+
+def test_paper_shaped_episode_ends_at_the_epoch_budget(cost):
+    env = DynamixEnv(training_config(rl_cfg(return_shape="paper")), cost=cost)
+    first, infos = _episode(env, 2)
+    assert env.cluster.done and math.isinf(first["budget_s"])
+    assert env.cluster.sampler.epochs_done >= env.cfg.rl.episode_epochs == env.cfg.train.epochs
+    # unweighted: the epoch budget's last window counts as much as the first, however short
+    assert len(infos) >= 2 and infos[-1]["window_s"] < infos[0]["window_s"]
+
+
+@pytest.mark.parametrize("shape", ["paper", "time"])
+def test_env_passes_check_env(cost, shape):
+    env = DynamixEnv(training_config(rl_cfg(return_shape=shape)), cost=cost)
     check_env(env, warn=True, skip_render_check=True)
 
 

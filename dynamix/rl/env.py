@@ -14,14 +14,22 @@ Episode flow, identical to how :func:`dynamix.sim.run.simulate` drives a ``Batch
 ``reset`` draws a cluster (domain randomisation, :mod:`dynamix.rl.domain`, unless fixed specs are
 given) and a run seed from the env's RNG, runs the first window at ``batch.initial`` and returns its
 observation; each ``step`` applies the actions b_i <- clamp(b_i + step[a_i]), runs the next window
-of k = ``batch.window`` real iterations and returns the new observation and rewards; the episode
-terminates when the run's budget (``rl.episode_epochs``) is spent.
+of k = ``batch.window`` real iterations and returns the new observation and rewards.
+
+When the episode ends depends on ``rl.return_shape`` (:mod:`dynamix.rl.reward`). ``paper``: after
+``rl.episode_epochs`` epochs. ``time``: after the virtual time the initial batch sizes would need for
+``rl.episode_epochs`` epochs, ``budget_s = episode_epochs * n_train / (N * b0) * dt_ref / k``, with
+``dt_ref`` the first window's duration (k iterations at ``batch.initial`` on every worker): the
+static-``b0`` run's time on this very cluster, so the budget fits each randomised cluster. Every
+window's reward is then weighted by ``dt / dt_ref``. The epoch budget stays as a safety cap at
+``episode_epochs * batch.max / batch.initial`` epochs (more samples fit in the time with larger batches).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -33,7 +41,7 @@ from dynamix.config import Config
 from dynamix.data import Cifar10, load_cifar10
 from dynamix.policies.base import Bounds
 from dynamix.rl.domain import sample_cluster
-from dynamix.rl.reward import PART_NAMES, worker_rewards
+from dynamix.rl.reward import PART_NAMES, time_weighted, worker_rewards
 from dynamix.rl.state import OBS_DIM, OBS_HIGH, OBS_LOW, StateBuilder, apply_actions
 from dynamix.sim.cluster import VirtualCluster
 from dynamix.sim.costmodel import CostModel
@@ -49,7 +57,10 @@ def training_config(cfg: Config) -> Config:
     """``cfg`` as an RL episode runs it: the ``rl`` workload and episode budget, no test evaluations."""
     rl = cfg.rl
     model = dataclasses.replace(cfg.model, name=rl.model or cfg.model.name, width=rl.width or cfg.model.width)
-    train = dataclasses.replace(cfg.train, epochs=rl.episode_epochs, max_iters=0, eval_every=NO_EVAL)
+    epochs = rl.episode_epochs
+    if rl.return_shape == "time":  # the time budget ends the episode; epochs only cap it (module docstring)
+        epochs *= max(1.0, cfg.batch.max / cfg.batch.initial)
+    train = dataclasses.replace(cfg.train, epochs=epochs, max_iters=0, eval_every=NO_EVAL)
     return dataclasses.replace(cfg, model=model, train=train)
 
 
@@ -80,8 +91,11 @@ class DynamixEnv(gym.Env):
             shape=(self.n_workers, OBS_DIM), dtype=np.float32)
         self.action_space = gym.spaces.MultiDiscrete([len(self.steps)] * self.n_workers)
         self.state = StateBuilder(self.bounds)
-        n_train = len(self.data.train_y)
-        self._horizon_iters = max(1, int(cfg.train.epochs * n_train / (self.n_workers * cfg.batch.initial)))
+        self.n_train = len(self.data.train_y)
+        self._horizon_iters = max(1, int(cfg.rl.episode_epochs * self.n_train / (self.n_workers * cfg.batch.initial)))
+        self.time_shaped = cfg.rl.return_shape == "time"
+        self.ref_window_s = self.budget_s = math.inf
+        self._elapsed_s = 0.0
         self.episode = -1
         self.cluster: VirtualCluster | None = None
         self.batch_sizes: tuple[int, ...] = ()
@@ -99,14 +113,23 @@ class DynamixEnv(gym.Env):
         self.cluster = VirtualCluster(spec, self.cfg, data=self.data, seed=run_seed, cost=self.cost)
         self.state.reset()
         self.batch_sizes = tuple(self.bounds.clamp(self.cfg.batch.initial) for _ in range(self.n_workers))
+        self._elapsed_s, self.ref_window_s, self.budget_s = 0.0, math.inf, math.inf
         obs, _, info = self._window()
-        if self.cluster.done:
+        if self.time_shaped:
+            iters_per_epoch = self.n_train / (self.n_workers * self.batch_sizes[0])
+            self.budget_s = self.cfg.rl.episode_epochs * iters_per_epoch * self.ref_window_s / self.cluster.iteration
+        if self.done:
             raise ValueError(
-                f"rl.episode_epochs = {self.cfg.train.epochs} is too short: the first window "
+                f"rl.episode_epochs = {self.cfg.rl.episode_epochs} is too short: the first window "
                 f"({self.cfg.batch.window} iterations at batch {self.cfg.batch.initial} x {self.n_workers} "
                 f"workers) already spends it; need at least two windows per episode")
-        info.update(cluster=spec.name, run_seed=run_seed)
+        info.update(cluster=spec.name, run_seed=run_seed, budget_s=self.budget_s)
         return obs, info
+
+    @property
+    def done(self) -> bool:
+        """The episode's budget is spent: virtual time (``return_shape: time``) or epochs."""
+        return bool(self.cluster.done or self.cluster.elapsed_s >= self.budget_s)
 
     def _window(self) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """Run one window at ``self.batch_sizes``: (observation, per-worker rewards, info)."""
@@ -117,12 +140,20 @@ class DynamixEnv(gym.Env):
         obs = self.state.observe(workers, glob)
         parts = worker_rewards(workers, d_acc, self.state.t_ref_ms, self.cfg.reward, self.cfg.optim.name,
                                self.cfg.rl.time_signal)
+        # the part of the window inside the budget: the return integrates over exactly [0, budget_s]
+        window_s = min(glob.elapsed_s, self.budget_s) - self._elapsed_s
+        self._elapsed_s = glob.elapsed_s
+        if self.time_shaped:
+            if math.isinf(self.ref_window_s):
+                self.ref_window_s = window_s  # the first window: k iterations at the initial batch
+            parts = time_weighted(parts, window_s, self.ref_window_s)
         rewards = parts.total
         info = {
             "worker_rewards": rewards,
             "parts": {p: float(np.mean(getattr(parts, p))) for p in PART_NAMES},
             "batch_sizes": self.batch_sizes,
             "elapsed_s": glob.elapsed_s,
+            "window_s": window_s,
             "train_acc": glob.train_acc,
             "iter_time_ms": workers[0].iter_time_ms,
         }
@@ -133,7 +164,7 @@ class DynamixEnv(gym.Env):
             raise RuntimeError("step() before reset()")
         self.batch_sizes = apply_actions(self.batch_sizes, np.asarray(action).reshape(-1), self.steps, self.bounds)
         obs, rewards, info = self._window()
-        return obs, float(np.mean(rewards)), bool(self.cluster.done), False, info
+        return obs, float(np.mean(rewards)), self.done, False, info
 
 
 class WorkerVecEnv(VecEnv):

@@ -26,6 +26,24 @@ initial batch. The default, ``rl.time_signal: busy``, is ``T_iter = (iter_time_m
 T_ref_ms``: the worker's own compute and communication, without the barrier wait, which its own
 batch size drives directly; with it PPO learned within the same budget (mean batch 130 -> 34).
 
+``rl.time_signal: marginal`` is a difference reward (Wolpert & Tumer 2002): the worker pays only
+the part of the synchronous iteration it alone causes, ``T_iter = max(0, busy_i - max_{j!=i}
+busy_j) / T_ref_ms`` with ``busy = iter_time_ms - wait_ms``. The straggler pays its excess over the
+second slowest worker (shrinking it shortens everyone's iteration); a worker that waits at the
+barrier pays nothing (its batch does not set the pace), so load balancing has a sharp per-worker
+credit, and cutting every batch to the minimum is not rewarded for its own sake.
+
+**Summing windows into a return** (``rl.return_shape``; the paper does not say how episodes end or
+whether windows are weighted). ``paper``: an episode is ``rl.episode_epochs`` epochs and the return
+is the plain sum of per-window rewards. With a fixed epoch budget, smaller batches mean more windows
+and hence more positive ``A_mean`` terms, so that return favours small batches whatever they cost
+in time. ``time``: an episode is a fixed virtual-time budget (:mod:`dynamix.rl.env`) and every
+window's reward is weighted by its duration relative to the first window's,
+``r_w <- (dt_w / dt_ref) * r_w`` (:func:`time_weighted`). The return is then the time integral of
+the paper's reward read as a rate per reference window, so its ``A_mean`` part is the area under the
+accuracy-vs-time curve: exactly what "reach the target accuracy sooner" maximises. A constant reward
+rate gives the same return however many windows the budget is cut into.
+
 The coefficients live in ``params.yaml`` ``reward:`` (:class:`dynamix.config.RewardConfig`).
 """
 
@@ -59,17 +77,39 @@ class RewardParts:
         return self.acc + self.gain - self.time - self.size - self.noise
 
 
+def time_weighted(parts: RewardParts, window_s: float, ref_window_s: float) -> RewardParts:
+    """Every part times ``window_s / ref_window_s`` (``rl.return_shape: time``, module docstring)."""
+    if not (window_s >= 0 and ref_window_s > 0):
+        raise ValueError(f"window_s = {window_s}, ref_window_s = {ref_window_s}: need window_s >= 0 and ref_window_s > 0")
+    w = window_s / ref_window_s
+    return RewardParts(*(w * getattr(parts, p) for p in PART_NAMES))
+
+
+TIME_SIGNALS = ("iteration", "busy", "marginal")
+
+
+def time_signal_ms(workers: Sequence[WorkerWindow], time_signal: str) -> np.ndarray:
+    """Each worker's T_iter before scaling, in ms (module docstring), shape [N]."""
+    if time_signal not in TIME_SIGNALS:
+        raise ValueError(f"time_signal = {time_signal!r} is not allowed: must be one of {', '.join(map(repr, TIME_SIGNALS))}")
+    iter_ms = np.array([w.iter_time_ms for w in workers], dtype=np.float64)
+    if time_signal == "iteration":
+        return iter_ms
+    busy = iter_ms - np.array([w.wait_ms for w in workers], dtype=np.float64)
+    if time_signal == "busy":
+        return busy
+    others = np.array([np.max(np.delete(busy, i)) if len(busy) > 1 else 0.0 for i in range(len(busy))])
+    return np.maximum(0.0, busy - others)
+
+
 def worker_rewards(workers: Sequence[WorkerWindow], acc_change: np.ndarray, t_ref_ms: float,
                    coeffs: RewardConfig, optimizer: str, time_signal: str = "iteration") -> RewardParts:
     """The reward of every worker for one window; ``acc_change`` is dA_i, ``t_ref_ms`` the scale,
     ``time_signal`` which time T_iter is (module docstring)."""
     if not t_ref_ms > 0:
         raise ValueError(f"t_ref_ms = {t_ref_ms} is out of range: must be > 0")
-    if time_signal not in ("iteration", "busy"):
-        raise ValueError(f"time_signal = {time_signal!r} is not allowed: must be one of 'iteration', 'busy'")
     acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
-    wait = np.array([w.wait_ms for w in workers], dtype=np.float64) if time_signal == "busy" else 0.0
-    t_iter = (np.array([w.iter_time_ms for w in workers], dtype=np.float64) - wait) / t_ref_ms
+    t_iter = time_signal_ms(workers, time_signal) / t_ref_ms
     size = np.array([math.log2(w.batch_size) - 5.0 for w in workers], dtype=np.float64)
     if optimizer == "adam":
         noise = coeffs.eta * np.array([w.sigma2_norm + w.sigma_norm for w in workers], dtype=np.float64)

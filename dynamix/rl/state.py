@@ -27,7 +27,7 @@ import numpy as np
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import Bounds
 
-STATE_SPEC_VERSION = "dynamix-state-v1"
+STATE_SPEC_VERSION = "dynamix-state-v2"  # v2: + busy_rel (is this worker the straggler?)
 EPS = 1e-12
 
 
@@ -47,6 +47,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("compute_frac", "compute_ms / iter_time_ms", "as is", 0.0, 1.0),
     Feature("wait_frac", "wait_ms / iter_time_ms: barrier wait, ~0 on the straggler", "as is", 0.0, 1.0),
     Feature("comm_frac", "comm_ms / iter_time_ms", "as is", 0.0, 1.0),
+    Feature("busy_rel", "busy_i / max_j busy_j, busy = iter_time_ms - wait_ms: 1 on the straggler",
+            "as is", 0.0, 1.0),
     # ---- local: network ----
     Feature("throughput_share", "throughput_i / mean_j throughput_j (samples/s)", "log2 of the ratio", -8.0, 8.0),
     Feature("net_rate", "net_tx_bytes_per_s + net_rx_bytes_per_s", "log2(rate / rate_ref), rate_ref = first window's", -8.0, 8.0),
@@ -132,6 +134,8 @@ class StateBuilder:
         thr = np.array([w.throughput_samples_per_s for w in workers], dtype=np.float64)
         rate = np.array([w.net_tx_bytes_per_s + w.net_rx_bytes_per_s for w in workers], dtype=np.float64)
         compute = np.array([w.compute_ms for w in workers], dtype=np.float64)
+        busy = iter_ms - np.array([w.wait_ms for w in workers], dtype=np.float64)
+        busy_max = max(float(np.max(busy)), EPS)
         if self.t_ref_ms is None:
             self.t_ref_ms = float(np.mean(iter_ms))
             self.thr_ref = float(np.sum(thr))
@@ -156,6 +160,7 @@ class StateBuilder:
                 w.compute_ms / t,
                 w.wait_ms / t,
                 w.comm_ms / t,
+                busy[i] / busy_max,
                 _log2_ratio(w.throughput_samples_per_s, mean_thr),
                 _log2_ratio(rate[i], self.rate_ref) if self.rate_ref > 0 else 0.0,
                 math.log10(1.0 + max(w.tcp_retrans_per_s, 0.0)) / 4.0,
