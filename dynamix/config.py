@@ -281,7 +281,7 @@ class RLConfig:
     # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
     # pays (shared); "busy" = the worker's own compute + communication, without the barrier wait.
     # busy is the default: with 6144 transitions only it gave PPO a learnable signal (see rl.reward).
-    time_signal: str = setting("busy", one_of("iteration", "busy", "marginal"))
+    time_signal: str = setting("busy", one_of("iteration", "busy", "marginal", "imbalance"))
     # How an episode is budgeted and its windows summed (dynamix.rl.reward, dynamix.rl.env).
     # "time": the episode ends after a fixed virtual time (the initial-batch run's time for
     # episode_epochs, measured on the first window) and every window's reward is weighted by its

@@ -131,6 +131,20 @@ def test_marginal_time_signal_charges_only_the_stragglers_excess():
         worker_rewards(trio, np.zeros(3), 100.0, coeffs, "sgd", time_signal="wall")
 
 
+def test_imbalance_time_signal_is_zero_when_balanced_at_any_scale():
+    """time_signal=imbalance: straggler pays its excess, waiting workers their wait, as fractions of
+    the iteration; a balanced cluster pays nothing whether its batches are small or large."""
+    coeffs = RewardConfig(alpha=1.0, beta=1.0, delta=0.0, eta=0.0)
+    trio = [_worker(0, 128, iter_ms=100.0, compute=80.0, wait=0.0),  # busy 100
+            _worker(1, 64, iter_ms=100.0, compute=50.0, wait=30.0),  # busy 70
+            _worker(2, 32, iter_ms=100.0, compute=20.0, wait=60.0)]  # busy 40
+    parts = worker_rewards(trio, np.zeros(3), 100.0, coeffs, "sgd", time_signal="imbalance")
+    assert parts.time.tolist() == pytest.approx([0.3, 0.3, 0.6])
+    for scale in (1.0, 8.0):  # t_ref does not matter: the signal is a fraction of the iteration
+        even = [_worker(i, 64, iter_ms=100.0 * scale, compute=70.0 * scale, wait=0.0) for i in range(3)]
+        assert worker_rewards(even, np.zeros(3), 100.0, coeffs, "sgd", time_signal="imbalance").time.tolist() == [0, 0, 0]
+
+
 def test_state_tells_a_worker_whether_it_is_the_straggler():
     col = {f.name: i for i, f in enumerate(FEATURES)}["busy_rel"]
     workers = [_worker(0, 64, compute=80.0, wait=0.0), _worker(1, 256, compute=40.0, wait=40.0)]

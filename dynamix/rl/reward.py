@@ -33,6 +33,14 @@ second slowest worker (shrinking it shortens everyone's iteration); a worker tha
 barrier pays nothing (its batch does not set the pace), so load balancing has a sharp per-worker
 credit, and cutting every batch to the minimum is not rewarded for its own sake.
 
+``rl.time_signal: imbalance`` adds the other side of the barrier: a worker that waits leaves
+capacity unused, so it pays its wait, and the straggler its excess over the second slowest, both as a
+fraction of the iteration, ``T_iter = (max(0, busy_i - max_{j!=i} busy_j) + wait_ms_i) /
+iter_time_ms``. It is 0 for every worker of a balanced cluster at any batch scale, so it asks each
+worker to move towards balance (straggler down, idle workers up) and leaves the overall scale to the
+accuracy and batch-size terms. (``marginal`` in ms / T_ref also shrinks as all batches shrink: in our
+runs that alone drove every batch to the minimum.)
+
 **Summing windows into a return** (``rl.return_shape``; the paper does not say how episodes end or
 whether windows are weighted). ``paper``: an episode is ``rl.episode_epochs`` epochs and the return
 is the plain sum of per-window rewards. With a fixed epoch budget, smaller batches mean more windows
@@ -85,21 +93,25 @@ def time_weighted(parts: RewardParts, window_s: float, ref_window_s: float) -> R
     return RewardParts(*(w * getattr(parts, p) for p in PART_NAMES))
 
 
-TIME_SIGNALS = ("iteration", "busy", "marginal")
+TIME_SIGNALS = ("iteration", "busy", "marginal", "imbalance")
 
 
-def time_signal_ms(workers: Sequence[WorkerWindow], time_signal: str) -> np.ndarray:
-    """Each worker's T_iter before scaling, in ms (module docstring), shape [N]."""
+def scaled_time(workers: Sequence[WorkerWindow], time_signal: str, t_ref_ms: float) -> np.ndarray:
+    """Each worker's dimensionless T_iter (module docstring), shape [N]."""
     if time_signal not in TIME_SIGNALS:
         raise ValueError(f"time_signal = {time_signal!r} is not allowed: must be one of {', '.join(map(repr, TIME_SIGNALS))}")
     iter_ms = np.array([w.iter_time_ms for w in workers], dtype=np.float64)
     if time_signal == "iteration":
-        return iter_ms
-    busy = iter_ms - np.array([w.wait_ms for w in workers], dtype=np.float64)
+        return iter_ms / t_ref_ms
+    wait = np.array([w.wait_ms for w in workers], dtype=np.float64)
+    busy = iter_ms - wait
     if time_signal == "busy":
-        return busy
+        return busy / t_ref_ms
     others = np.array([np.max(np.delete(busy, i)) if len(busy) > 1 else 0.0 for i in range(len(busy))])
-    return np.maximum(0.0, busy - others)
+    excess = np.maximum(0.0, busy - others)
+    if time_signal == "marginal":
+        return excess / t_ref_ms
+    return (excess + wait) / np.maximum(iter_ms, 1e-12)  # imbalance: a fraction of the iteration
 
 
 def worker_rewards(workers: Sequence[WorkerWindow], acc_change: np.ndarray, t_ref_ms: float,
@@ -109,7 +121,7 @@ def worker_rewards(workers: Sequence[WorkerWindow], acc_change: np.ndarray, t_re
     if not t_ref_ms > 0:
         raise ValueError(f"t_ref_ms = {t_ref_ms} is out of range: must be > 0")
     acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
-    t_iter = time_signal_ms(workers, time_signal) / t_ref_ms
+    t_iter = scaled_time(workers, time_signal, t_ref_ms)
     size = np.array([math.log2(w.batch_size) - 5.0 for w in workers], dtype=np.float64)
     if optimizer == "adam":
         noise = coeffs.eta * np.array([w.sigma2_norm + w.sigma_norm for w in workers], dtype=np.float64)
