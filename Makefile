@@ -9,6 +9,8 @@ STAMP   := $(VENV)/.dynamix-installed
 PYTEST_ARGS ?=
 export DVC_NO_ANALYTICS := 1
 export PYTHONHASHSEED := 0
+# DVC stages call papermill and dynamix: run them from the venv.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup protos repro smoke test test-all bench lab lock clean-results
 
@@ -40,7 +42,7 @@ bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+	$(VENV)/bin/jupyter lab --no-browser --notebook-dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 lock:
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact pins for every package in .venv (pip freeze). Regenerate: make lock. Mirrored by environment.yml.' > requirements.lock
