@@ -31,7 +31,6 @@ iterations lost to each restart.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import math
@@ -47,6 +46,7 @@ from tqdm.auto import tqdm
 
 from dynamix import cluster as cluster_mod
 from dynamix.config import Config
+from dynamix.csvlog import append_rows, truncate_rows
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.engine.decisions import DecisionSource, check_decision, make_source
 from dynamix.engine.hetero import Emulator, fit_spec
@@ -366,7 +366,7 @@ class Engine:
             n_workers=self.layout.n_workers,
         )
         if self.rank == 0 and self.out is not None:
-            self.rows += _append_rows(self.out / RUNS, window_rows(self.run_key, glob, windows))
+            self.rows += append_rows(self.out / RUNS, window_rows(self.run_key, glob, windows), RUNS_COLUMNS)
             (self.out / PROGRESS).write_text(json.dumps({"iteration": self.trainer.iteration}))
         d = check_decision(self.source.decide(self.rank, windows, glob, self.sizes), self.layout.n_workers,
                            self.bounds)
@@ -416,20 +416,3 @@ class Engine:
             (self.out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
-
-def _append_rows(path: Path, rows: list[dict]) -> int:
-    new = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=RUNS_COLUMNS)
-        if new:
-            w.writeheader()
-        w.writerows(rows)
-    return len(rows)
-
-
-def truncate_rows(path: Path, rows: int) -> None:
-    """Keep the header and the first ``rows`` rows of runs.csv (those the checkpoint covers)."""
-    if not path.exists():
-        return
-    lines = path.read_text().splitlines(keepends=True)
-    path.write_text("".join(lines[: rows + 1]) if rows else "")

@@ -13,7 +13,6 @@ run here is the ground truth they are tested against. Outputs in ``out_dir``:
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import math
@@ -24,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from dynamix.config import Config
+from dynamix.csvlog import append_rows, truncate_rows
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.models import build_model
 from dynamix.seeding import derive_seed, seed_everything
@@ -78,7 +78,7 @@ def run_training(cfg: Config, out_dir: str | Path, progress: bool = True) -> dic
         maker.load_state_dict(state["maker"])
         elapsed, rows_done, best = state["elapsed_s"], state["rows"], state["best_test_acc"]
         log.info("resuming %s at iteration %d", out, trainer.iteration)
-    _truncate_csv(csv_path, rows_done)
+    truncate_rows(csv_path, rows_done)
 
     pending: list[dict] = []
     last_test = (math.nan, math.nan)
@@ -103,7 +103,7 @@ def run_training(cfg: Config, out_dir: str | Path, progress: bool = True) -> dic
         pending.append(row)
         bar.update(1)
         if it % cfg.train.checkpoint_every == 0 or it == n_iters:
-            rows_done = _append_csv(csv_path, pending, rows_done)
+            rows_done += append_rows(csv_path, pending, ITER_COLUMNS)
             pending = []
             checkpoint.save(ckpt_path, {
                 "config_hash": cfg.hash(), "trainer": trainer.state_dict(), "sampler": sampler.state_dict(),
@@ -122,20 +122,3 @@ def run_training(cfg: Config, out_dir: str | Path, progress: bool = True) -> dic
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
-
-def _truncate_csv(path: Path, rows: int) -> None:
-    """Keep the header and the first ``rows`` data rows (those covered by the checkpoint)."""
-    if not path.exists():
-        return
-    lines = path.read_text().splitlines(keepends=True)
-    path.write_text("".join(lines[: rows + 1]) if rows else "")
-
-
-def _append_csv(path: Path, rows: list[dict], done: int) -> int:
-    new = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=ITER_COLUMNS)
-        if new:
-            w.writeheader()
-        w.writerows(rows)
-    return done + len(rows)
