@@ -269,7 +269,9 @@ class RLConfig:
     # Empty/0: use model.name / model.width. Evaluating on another workload is a transfer.
     model: str = setting("mlp")
     width: float = setting(0.25, rng(0.0, 8.0))
-    episode_epochs: float = setting(2.0, rng(0.01, 1000.0))  # one episode = one training run of this budget
+    # one episode = the virtual time the initial batches need for this many epochs (return_shape: time),
+    # or this many epochs (return_shape: paper)
+    episode_epochs: float = setting(1.5, rng(0.01, 1000.0))
     workers: int = setting(4, rng(1, 256))  # workers per training cluster (fixed: one VecEnv slot each)
     speed: tuple[float, ...] = setting((0.25, 2.0), rng(1e-3, 1e4))  # worker speed range, log-uniform
     bandwidth_gbps: tuple[float, ...] = setting((0.5, 25.0), rng(1e-4, 1e4))  # per-link, log-uniform
@@ -279,16 +281,18 @@ class RLConfig:
     jitter: tuple[float, ...] = setting((0.0, 0.1), rng(0.0, 1.0))  # uniform range
     event_probability: float = setting(0.5, rng(0.0, 1.0))  # chance of one slowdown/bandwidth event
     # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
-    # pays (shared); "busy" = the worker's own compute + communication, without the barrier wait.
-    # busy is the default: with 6144 transitions only it gave PPO a learnable signal (see rl.reward).
-    time_signal: str = setting("busy", one_of("iteration", "busy", "marginal", "imbalance"))
+    # pays (shared); "busy" = the worker's own compute + communication, without the barrier wait;
+    # "marginal" = the straggler's excess over the second slowest (difference reward); "imbalance" =
+    # that excess plus the worker's own wait, as a fraction of the iteration (0 when balanced).
+    # imbalance is the default: with busy PPO learned only to cut every batch to the minimum.
+    time_signal: str = setting("imbalance", one_of("iteration", "busy", "marginal", "imbalance"))
     # How an episode is budgeted and its windows summed (dynamix.rl.reward, dynamix.rl.env).
     # "time": the episode ends after a fixed virtual time (the initial-batch run's time for
     # episode_epochs, measured on the first window) and every window's reward is weighted by its
     # duration, so the return is the time integral of the reward (area under accuracy-vs-time).
     # "paper": the episode ends after episode_epochs and windows are summed unweighted; with that,
     # smaller batches mean more windows and so more accuracy terms: the return itself favours them.
-    return_shape: str = setting("paper", one_of("time", "paper"))
+    return_shape: str = setting("time", one_of("time", "paper"))
     # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
     # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
     # mean (over seeds) final test accuracy in that evaluation (dynamix.rl.evaluate).

@@ -134,7 +134,6 @@ class DynamixEnv(gym.Env):
     def _window(self) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """Run one window at ``self.batch_sizes``: (observation, per-worker rewards, info)."""
         workers, glob = self.cluster.run_window(self.batch_sizes)
-        self._last_workers = workers
         # the sizes that actually ran (device memory caps may clamp): the next action steps from these
         self.batch_sizes = tuple(w.batch_size for w in workers)
         d_acc = self.state.acc_change(workers)
@@ -157,6 +156,7 @@ class DynamixEnv(gym.Env):
             "window_s": window_s,
             "train_acc": glob.train_acc,
             "iter_time_ms": workers[0].iter_time_ms,
+            "busy_ms": tuple(w.iter_time_ms - w.wait_ms for w in workers),
         }
         return obs, rewards, info
 

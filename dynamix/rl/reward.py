@@ -22,9 +22,9 @@ policy transfer. Because iterations are synchronous, a straggler raises every wo
 shrinking the straggler's batch is rewarded on all workers (``rl.time_signal: iteration``). That
 shared signal gives a worker's own action little credit (its batch moves T only when it is the
 straggler): in our 6144-transition PPO runs on 2 shared cores the policy did not move away from its
-initial batch. The default, ``rl.time_signal: busy``, is ``T_iter = (iter_time_ms - wait_ms) /
-T_ref_ms``: the worker's own compute and communication, without the barrier wait, which its own
-batch size drives directly; with it PPO learned within the same budget (mean batch 130 -> 34).
+initial batch. ``rl.time_signal: busy`` is ``T_iter = (iter_time_ms - wait_ms) / T_ref_ms``: the
+worker's own compute and communication, without the barrier wait, which its own batch size drives
+directly; with it (and the ``paper`` return below) PPO learned only to cut every batch to the minimum.
 
 ``rl.time_signal: marginal`` is a difference reward (Wolpert & Tumer 2002): the worker pays only
 the part of the synchronous iteration it alone causes, ``T_iter = max(0, busy_i - max_{j!=i}
@@ -39,7 +39,9 @@ fraction of the iteration, ``T_iter = (max(0, busy_i - max_{j!=i} busy_j) + wait
 iter_time_ms``. It is 0 for every worker of a balanced cluster at any batch scale, so it asks each
 worker to move towards balance (straggler down, idle workers up) and leaves the overall scale to the
 accuracy and batch-size terms. (``marginal`` in ms / T_ref also shrinks as all batches shrink: in our
-runs that alone drove every batch to the minimum.)
+runs that alone drove every batch to the minimum.) ``imbalance`` with the ``time`` return is the
+default: on the randomised training clusters its return ranks a load-balancing rule above keeping or
+cutting every batch, which the paper-shaped busy-time return did not (docs/rl.md).
 
 **Summing windows into a return** (``rl.return_shape``; the paper does not say how episodes end or
 whether windows are weighted). ``paper``: an episode is ``rl.episode_epochs`` epochs and the return

@@ -1,0 +1,71 @@
+"""Which behaviour does each RL return reward? Fixed rules scored by the episode return.
+
+    .venv/bin/python benchmarks/bench_rl_return.py [--seeds 6]
+
+On randomised training clusters (the ``rl`` section of params.yaml, mlp x0.25, 4 workers), three
+fixed decision rules play whole episodes of :class:`dynamix.rl.env.DynamixEnv`:
+
+- ``keep``: every worker keeps ``batch.initial``;
+- ``shrink``: every worker steps down to ``batch.min`` (what the paper-shaped agent learned);
+- ``balance``: every worker steps towards ``B * thr_i / sum_j thr_j`` with ``B = N * batch.initial``
+  and ``thr_i = b_i / busy_i`` from the last window (LB-BSP's rule, same global batch).
+
+under (return_shape, time_signal) = (paper, busy), (time, busy), (time, imbalance). A return fit for
+"reach the target accuracy sooner" should rank ``balance`` first: it does the same samples per
+iteration in less time. Prints one line per setting and, last, one JSON line with each setting's
+mean returns and ``balance_minus_shrink`` (> 0: the return prefers load balancing to cutting batches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import torch
+
+from dynamix import config
+from dynamix.rl.env import DynamixEnv, training_config
+
+SETTINGS = (("paper", "busy"), ("time", "busy"), ("time", "imbalance"))
+RULES = ("keep", "shrink", "balance")
+
+
+def play(env: DynamixEnv, rule: str, seed: int) -> float:
+    steps = np.array(env.steps)
+    _, info = env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        b = np.array(env.batch_sizes, dtype=float)
+        if rule == "keep":
+            target = np.full_like(b, env.cfg.batch.initial)
+        elif rule == "shrink":
+            target = np.full_like(b, env.cfg.batch.min)
+        else:
+            thr = b / np.maximum(np.array(info["busy_ms"]), 1e-9)
+            target = len(b) * env.cfg.batch.initial * thr / thr.sum()
+        actions = [int(np.argmin(np.abs(bi + steps - ti))) for bi, ti in zip(b, target)]
+        _, reward, done, _, info = env.step(actions)
+        total += reward
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=6)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    out = {}
+    for shape, signal in SETTINGS:
+        cfg = config.load(overrides={"rl": {"return_shape": shape, "time_signal": signal}, "train": {"threads": 1}})
+        env = DynamixEnv(training_config(cfg))
+        means = {r: float(np.mean([play(env, r, s) for s in range(args.seeds)])) for r in RULES}
+        key = f"{shape}/{signal}"
+        out[key] = {**{k: round(v, 4) for k, v in means.items()},
+                    "balance_minus_shrink": round(means["balance"] - means["shrink"], 4)}
+        print(key, out[key], flush=True)
+    print(json.dumps({"bench": "rl_return", "seeds": args.seeds, "episode_epochs": cfg.rl.episode_epochs, **out}))
+
+
+if __name__ == "__main__":
+    main()
