@@ -13,9 +13,10 @@ same command resumes from the checkpoint (the episode in flight restarts); a che
 another config is refused. ``--fresh`` starts over.
 
 Budget (measured here, 2 cores shared with other jobs): the default ``rl`` workload (mlp x0.25, 4
-workers, 2-epoch episodes on the 10k-image embedded set) costs 0.1-1 s of real model math per window;
-the default 6144 per-worker transitions (1536 windows, 154 episodes) took 24 minutes. That is small
-for PPO: enough to learn the reward's direct per-worker signal (see ``rl.time_signal``), not more.
+workers, episodes of the 64-batch run's time for 1.5 epochs on the 10k-image embedded set, ~4-6
+windows) costs 0.1-1 s of real model math per window; the default 6144 per-worker transitions
+(1536 windows, ~340 episodes) took 13 minutes, 12288 about 25. That is small for PPO: the policy
+learns the reward's direct per-worker signal (see ``rl.time_signal``) only partly (docs/rl.md).
 """
 
 from __future__ import annotations
