@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Callable
 
 import grpc
 import numpy as np
@@ -31,12 +32,8 @@ from dynamix.rpc.client import ArbitratorClient, ClientSettings
 from dynamix.rpc.testing import registration, sample_report
 
 
-def measure(target: str, n: int, rounds: int, warmup: int, run_id: str) -> list[float]:
-    clients = [ArbitratorClient(target, registration(r, n, run_id=run_id), ClientSettings(deadline_s=10.0))
-               for r in range(n)]
-    for c in clients:
-        assert c.register() is not None, "arbitrator unreachable"
-    reports = [[sample_report(r, t, 64, n) for t in range(rounds + warmup)] for r in range(n)]
+def lockstep_latencies(n: int, rounds: int, warmup: int, call: Callable[[int, int], None]) -> list[float]:
+    """``n`` threads release together each round (a barrier) and time ``call(rank, round)`` in ms."""
     start = threading.Barrier(n)
     latencies_ms: list[float] = []
     lock = threading.Lock()
@@ -46,11 +43,9 @@ def measure(target: str, n: int, rounds: int, warmup: int, run_id: str) -> list[
         for t in range(rounds + warmup):
             start.wait()
             t0 = time.perf_counter()
-            answer = clients[r].report(*reports[r][t])
-            dt = (time.perf_counter() - t0) * 1e3
-            assert answer is not None and answer.batch_size == 64 and not answer.dropped_ranks
+            call(r, t)
             if t >= warmup:
-                mine.append(dt)
+                mine.append((time.perf_counter() - t0) * 1e3)
         with lock:
             latencies_ms.extend(mine)
 
@@ -59,6 +54,22 @@ def measure(target: str, n: int, rounds: int, warmup: int, run_id: str) -> list[
         t.start()
     for t in threads:
         t.join()
+    return latencies_ms
+
+
+def measure(target: str, n: int, rounds: int, warmup: int, run_id: str) -> list[float]:
+    """Decision round trips: every worker reports its window and waits for its batch size."""
+    clients = [ArbitratorClient(target, registration(r, n, run_id=run_id), ClientSettings(deadline_s=10.0))
+               for r in range(n)]
+    for c in clients:
+        assert c.register() is not None, "arbitrator unreachable"
+    reports = [[sample_report(r, t, 64, n) for t in range(rounds + warmup)] for r in range(n)]
+
+    def call(r: int, t: int) -> None:
+        answer = clients[r].report(*reports[r][t])
+        assert answer is not None and answer.batch_size == 64 and not answer.dropped_ranks
+
+    latencies_ms = lockstep_latencies(n, rounds, warmup, call)
     for c in clients:
         c.leave()
         c.close()
@@ -70,26 +81,7 @@ def measure_floor(target: str, n: int, rounds: int, warmup: int) -> list[float]:
     channels = [grpc.insecure_channel(target) for _ in range(n)]
     stubs = [health_pb2_grpc.HealthStub(ch) for ch in channels]
     request = health_pb2.HealthCheckRequest()
-    start = threading.Barrier(n)
-    latencies_ms: list[float] = []
-    lock = threading.Lock()
-
-    def worker(r: int) -> None:
-        mine = []
-        for t in range(rounds + warmup):
-            start.wait()
-            t0 = time.perf_counter()
-            stubs[r].Check(request, timeout=10)
-            if t >= warmup:
-                mine.append((time.perf_counter() - t0) * 1e3)
-        with lock:
-            latencies_ms.extend(mine)
-
-    threads = [threading.Thread(target=worker, args=(r,)) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    latencies_ms = lockstep_latencies(n, rounds, warmup, lambda r, t: stubs[r].Check(request, timeout=10))
     for ch in channels:
         ch.close()
     return latencies_ms
