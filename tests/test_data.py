@@ -138,3 +138,20 @@ def test_full_cifar10_from_the_shared_tarball(monkeypatch):
     data = load_cifar10(DataConfig())
     assert (len(data.train_y), len(data.test_y)) == (50000, 10000)
     assert data.counts("train") == [5000] * 10 and data.counts("test") == [1000] * 10
+
+
+def test_concurrent_first_loads_share_one_cache(tmp_path):
+    """Ranks of a fresh run decode the same source at once; every one must succeed (regression)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DYNAMIX_CACHE": str(tmp_path / "cache")}
+    env.pop(ENV_VAR, None)
+    code = "from dynamix.data import load_cifar10; print(len(load_cifar10().train_y))"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err[-500:] for _, err in outs]
+    assert [out.strip() for out, _ in outs] == ["10000"] * 3
+    assert len(list((tmp_path / "cache").glob("*.pt"))) == 1
+    assert not list((tmp_path / "cache").glob("*.tmp"))

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from dynamix import paths
 from dynamix.config import DataConfig
+from dynamix.train import checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +106,9 @@ def load_cifar10(cfg: DataConfig | None = None, use_cache: bool = True) -> Cifar
         data = _from_imagefolder(path)
     out = Cifar10(*data, source=f"{kind}:{path}")
     if use_cache:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        torch.save({"train_x": out.train_x, "train_y": out.train_y, "test_x": out.test_x, "test_y": out.test_y}, tmp)
-        os.replace(tmp, cache)
+        # Atomic, with a per-process temporary file: several ranks may decode a fresh source at once.
+        checkpoint.save(cache, {"train_x": out.train_x, "train_y": out.train_y,
+                                "test_x": out.test_x, "test_y": out.test_y})
         log.info("cached decoded CIFAR-10 at %s", cache)
     return out
 
