@@ -8,7 +8,7 @@ import pytest
 
 from dynamix import cluster as clusters
 from dynamix import config
-from dynamix.sim.validate import Case, default_cases, engine_idle_ratio, validate
+from dynamix.sim.validate import Case, default_cases, validate
 
 
 def test_default_cases_cover_two_and_four_workers_with_a_slow_one():
@@ -17,13 +17,6 @@ def test_default_cases_cover_two_and_four_workers_with_a_slow_one():
     for n in (2, 4):
         speeds = [min(c.spec.speeds) for c in cases if c.spec.n_workers == n]
         assert 1.0 in speeds and any(s < 1 for s in speeds)
-
-
-def test_engine_duty_cycle_follows_the_slowest_worker():
-    assert engine_idle_ratio(clusters.homogeneous(4)) == 0.0
-    assert engine_idle_ratio(clusters.load("clusters/slow-worker-4.yaml")) == pytest.approx(2.0)
-    fast = clusters.from_dict({"workers": [{"count": 2, "device": "double"}]})
-    assert engine_idle_ratio(fast) == 0.0  # speeds above 1 run natively in the engine
 
 
 @pytest.mark.slow
@@ -42,3 +35,10 @@ def test_validation_table_compares_engine_and_simulator(tmp_path):
     assert list(eng.columns) == list(sim.columns)
     assert set(eng["backend"]) == {"engine"} and set(sim["backend"]) == {"sim"}
     assert (tmp_path / "validation.csv").exists()
+    # calibrated by the engine at b/2 and 2b on the homogeneous spec of the same size, never at b
+    assert row["calibration_batch_sizes"] == "16,64"
+    for when in ("before", "after"):
+        for b in (16, 64):
+            cal = pd.read_csv(tmp_path / "calibration" / "slow-2" / when / f"b{b}" / "runs.csv")
+            assert set(cal["batch_size"]) == {b} and set(cal["speed"]) == {1.0}
+    assert row["calibration_c_ms_per_sample"] > 0

@@ -5,9 +5,15 @@ a link (bandwidth bw_i, latency l_i), events and stragglers. Per iteration t, wi
 :class:`~dynamix.sim.dynamics.ClusterDynamics` factors (so the engine and the simulator see the same
 straggler pattern for a spec):
 
-- **compute, by time dilation**: speed f = s_i * speed_factor_i(t); after measuring its forward and
-  backward time c, the rank sleeps (1/f - 1) * c, so its compute takes c / f. Speeds above 1 cannot be
-  emulated on the reference machine and run at native speed.
+- **compute, by time dilation**: speed f = s_i * speed_factor_i(t); after measuring its compute c
+  (batch construction, forward and backward, plus the previous iteration's optimiser step) the rank
+  sleeps (1/f - 1) * c before the barrier, so its compute takes c / f: the same work the cost model's
+  t_i = (a_m + c_m b_i) / s_i scales (:mod:`dynamix.sim.calibrate` times exactly that). The sleep
+  falls where the faster peers wait at the barrier anyway, so every rank starts computing together
+  after the reduction, as the calibration's lockstep processes do. (Dilating forward and backward
+  alone left the batch construction and step at native speed: an emulated third-speed worker ran
+  15-20 % faster than the simulator predicted, ``dynamix validate-sim`` on 2026-11-22.) Speeds above
+  1 cannot be emulated on the reference machine and run at native speed.
 - **network, by injected time**: the modelled communication time T_comm(t) of
   :meth:`~dynamix.sim.costmodel.CostModel.comm_ms` (ring or parameter server, with bandwidths scaled
   by the bandwidth events) is a floor on the measured synchronisation time; after the real

@@ -8,12 +8,14 @@ Iteration t on worker i (batch sizes b fixed within a window of k = ``batch.wind
 
 1. its slice of ``GlobalSampler.next(b)`` (every rank computes the same permutation, so no sample is
    used twice in an epoch across workers, for any b);
-2. forward + backward on b_i samples into the flat gradient buffer (``compute``), then the emulated
-   slowdown (:mod:`dynamix.engine.hetero`);
+2. batch construction (normalise, augment), forward + backward on b_i samples into the flat gradient
+   buffer (``compute``), then the emulated slowdown (:mod:`dynamix.engine.hetero`);
 3. a one-element all-reduce that returns when the slowest worker has finished computing (``wait``,
    the barrier wait for slower peers);
 4. the weighted reduction g = sum_i (b_i/B) g_i (:mod:`dynamix.engine.sync`) and the injected network
-   floor (``comm``); exactly one optimiser step.
+   floor (``comm``); exactly one optimiser step (ring mode: on the worker, counted in ``compute``, its
+   emulated slowdown slept with the next iteration's: the cost model's t_i = (a_m + c_m b_i) / s_i
+   covers batch construction, forward, backward and the step, :mod:`dynamix.sim.calibrate`).
 
 At the end of each window every worker closes a :class:`~dynamix.metrics.schema.WorkerWindow`; the
 windows are all-gathered, rank 0 appends them to ``runs.csv`` (columns ``RUNS_COLUMNS``,
@@ -45,7 +47,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from dynamix import cluster as cluster_mod
-from dynamix.config import Config
+from dynamix.config import Config, ConfigError
 from dynamix.csvlog import append_rows, truncate_rows
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.engine.decisions import DecisionSource, check_decision, make_source
@@ -121,6 +123,9 @@ class Engine:
                  device: str = "cpu", progress: bool = False, collect_metrics: bool = True,
                  metrics_source: str = "auto") -> None:
         self.cfg, self.device, self.progress = cfg, device, progress
+        if cfg.train.max_time_s:
+            raise ConfigError(f"train.max_time_s = {cfg.train.max_time_s} is simulator-only: the engine runs "
+                              "by train.max_iters or train.epochs (set train.max_time_s=0)")
         self.shaped = cfg.engine.net_mode == "netns"
         if self.shaped and os.environ.get("DYNAMIX_NETNS") != "1":
             raise ValueError("engine.net_mode = 'netns' runs ranks in namespaces set up by `dynamix launch` "
@@ -169,6 +174,7 @@ class Engine:
         self.monitor = SystemMonitor(metrics_source, ebpf=cfg.engine.retrans == "ebpf")
         self.acc = WindowAccumulator(self.rank, self.monitor)
         self.emulator = None
+        self._undilated_step_s = 0.0  # the last optimiser step's native time, dilated with the next compute
         if spec is not None:
             spec = fit_spec(spec, n)
             self.emulator = Emulator(spec, self.rank, self.flat.nbytes, cfg.engine.arch, max(S, 1),
@@ -272,16 +278,16 @@ class Engine:
         if self.emulator is not None:
             self.emulator.begin(it, self.elapsed_s)
         idx = self.sampler.next(sizes)[self.rank]
-        x, y = self.maker(idx)
         global_batch = int(sum(sizes))
         t0 = time.perf_counter()
+        x, y = self.maker(idx)
         self.flat.zero_grad()
         stats = self.trainer.local_gradient(x, y)
         if self.device != "cpu":
             torch.cuda.synchronize()
         compute_s = time.perf_counter() - t0
-        if self.emulator is not None:
-            compute_s += self.emulator.dilate(compute_s)
+        if self.emulator is not None:  # with the previous iteration's optimiser step (see below)
+            compute_s += self.emulator.dilate(compute_s + self._undilated_step_s)
         wait_s = 0.0
         if self.collect:
             tm = time.perf_counter()
@@ -299,7 +305,13 @@ class Engine:
             self.trainer.lr = learning_rate(self.cfg.optim, it, self.total_iters, global_batch, lr_scale)
             self.trainer.iteration += 1
         else:
+            t3 = time.perf_counter()
             self.trainer.apply(global_batch, lr_scale)
+            # the step is compute too; its dilation is slept with the next iteration's, before the
+            # barrier, where the peers wait anyway: sleeping here would start this rank's next compute
+            # late, so on shared cores it would compute with fewer peers, faster than the device emulated
+            self._undilated_step_s = time.perf_counter() - t3
+            compute_s += self._undilated_step_s
         iter_s = time.perf_counter() - t_start
         self.acc.add(iter_s=iter_s, compute_s=compute_s, comm_s=comm_s, wait_s=wait_s, loss=stats.loss,
                      correct=stats.correct, n=stats.n, local_grad=None)

@@ -21,12 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed iterations per batch size")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads while timing (default 1: one engine worker per core)")
-    parser.add_argument("--processes", type=int, default=1,
-                        help="time in this many concurrent processes (co-located workers); default 1")
 
 
 def main(args: argparse.Namespace) -> int:
-    cal = calibrate(args.model, args.width, tuple(args.batch_sizes), args.repeats, args.threads,
-                    processes=args.processes)
+    cal = calibrate(args.model, args.width, tuple(args.batch_sizes), args.repeats, args.threads)
     print(json.dumps({**asdict(cal), "path": str(calibration_path(args.model, args.width))}, indent=2))
     return 0

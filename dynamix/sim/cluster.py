@@ -90,7 +90,10 @@ class VirtualCluster:
 
     @property
     def done(self) -> bool:
-        """The training budget is spent: ``train.max_iters`` iterations, else ``train.epochs`` epochs."""
+        """The training budget is spent: ``train.max_time_s`` virtual seconds (when set), or
+        ``train.max_iters`` iterations, else ``train.epochs`` epochs."""
+        if self.cfg.train.max_time_s and self.elapsed_s >= self.cfg.train.max_time_s:
+            return True
         if self.cfg.train.max_iters:
             return self.trainer.iteration >= self.cfg.train.max_iters
         return self.sampler.epochs_done >= self.cfg.train.epochs
