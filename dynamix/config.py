@@ -104,6 +104,10 @@ class TrainConfig:
     batch_size: int = setting(64, rng(1, 65536))  # per worker, when static
     epochs: float = setting(5.0, rng(0.0, 10000.0))
     max_iters: int = setting(0, rng(0, None))  # 0: run by epochs
+    # Simulator only: a virtual-time budget in seconds (0: none); the run also ends at the first
+    # iteration that finishes past it (``dynamix evaluate --budget time``). The engine refuses it: its
+    # ranks' wall clocks differ, so a time stop could end them at different iterations.
+    max_time_s: float = setting(0.0, rng(0.0, None))
     eval_every: int = setting(100, rng(1, None))  # iterations between test-set evaluations
     eval_samples: int = setting(0, rng(0, None))  # 0: the whole test split
     checkpoint_every: int = setting(200, rng(1, None))
@@ -298,6 +302,11 @@ class RLConfig:
     # mean (over seeds) final test accuracy in that evaluation (dynamix.rl.evaluate).
     target_accuracy: float = setting(0.0, rng(0.0, 1.0))
     target_fraction: float = setting(0.9, rng(0.01, 1.0))
+    # How long each evaluated run trains (dynamix.rl.evaluate). "time": every policy on a cluster gets
+    # the same virtual time, the static batch.initial run's time for the epoch budget (the agent's
+    # training episodes are budgeted the same way); "epochs": every policy gets the same epochs, so a
+    # policy that takes larger batches stops after fewer updates and may never reach the target.
+    eval_budget: str = setting("time", one_of("time", "epochs"))
 
 
 @dataclass(frozen=True)

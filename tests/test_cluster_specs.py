@@ -9,10 +9,10 @@ from dynamix import cluster as clusters
 from dynamix import paths
 from dynamix.config import ConfigError
 
-SPECS = sorted(paths.CLUSTERS.glob("*.yaml"))
+SPECS = sorted(paths.CLUSTERS.rglob("*.yaml"))  # examples, heldout/ and validation/
 
 
-@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+@pytest.mark.parametrize("path", SPECS, ids=[str(p.relative_to(paths.CLUSTERS)) for p in SPECS])
 def test_every_example_spec_loads(path):
     spec = clusters.load(path)
     assert spec.n_workers >= 1 and spec.name
@@ -30,6 +30,18 @@ def test_the_documented_examples_exist_with_their_shape():
     assert by_name["bandwidth-constrained"].architecture.kind == "ps"
     assert sorted(by_name["slow-worker-4"].speeds) == [pytest.approx(1 / 3), 1.0, 1.0, 1.0]
     assert by_name["scale-32"].n_workers == 32 and by_name["scale-128"].n_workers == 128
+
+
+def test_validation_and_heldout_specs_are_distinct_heterogeneous_clusters():
+    """Policy selection (validation/) never looks at the clusters results are reported on (heldout/)."""
+    held = [clusters.load(p) for p in sorted((paths.CLUSTERS / "heldout").glob("*.yaml"))]
+    val = [clusters.load(p) for p in sorted((paths.CLUSTERS / "validation").glob("*.yaml"))]
+    assert len(held) >= 3 and len(val) >= 3
+    assert not {s.name for s in held} & {s.name for s in val}
+    for spec in held + val:
+        assert len(set(spec.speeds)) >= 2, spec.name
+    held_shapes = {(s.architecture, s.workers) for s in held}
+    assert not any((s.architecture, s.workers) in held_shapes for s in val)
 
 
 def test_round_trip_through_yaml_dict():

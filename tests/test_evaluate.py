@@ -32,7 +32,8 @@ def setup():
 
 def test_evaluate_writes_the_contract_and_derives_the_target(setup, tmp_path):
     cfg, spec, cost = setup
-    runs, summary = evaluate([spec], ["static:8", "static:32"], cfg, seeds=2, out_dir=tmp_path, progress=False, cost=cost)
+    runs, summary = evaluate([spec], ["static:8", "static:32"], cfg, seeds=2, out_dir=tmp_path, progress=False, cost=cost,
+                             budget="epochs")
     on_disk = pd.read_csv(tmp_path / "summary.csv")
     assert set(REQUIRED) <= set(on_disk.columns) and len(on_disk) == 4
     assert list(pd.read_csv(tmp_path / "runs.csv").columns) == ["cluster", *RUNS_COLUMNS]
@@ -53,11 +54,11 @@ def test_unreachable_target_leaves_time_empty_and_cache_reuses_runs(setup, tmp_p
     _, first = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False, cost=cost)
     assert first["time_to_target_s"].isna().all()
     assert pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)["time_to_target_s"].tolist() == [""]
-    cached = list((tmp_path / "cache").rglob("*.csv"))
-    assert len(cached) == 1
-    stamp = cached[0].stat().st_mtime_ns
+    cached = sorted((tmp_path / "cache").rglob("*.csv"))
+    assert len(cached) == 2  # the time budget's reference run (epoch budget) and the time-budgeted run
+    stamps = [p.stat().st_mtime_ns for p in cached]
     _, again = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False, cost=cost)
-    assert cached[0].stat().st_mtime_ns == stamp  # read back, not re-simulated
+    assert [p.stat().st_mtime_ns for p in cached] == stamps  # read back, not re-simulated
     pd.testing.assert_frame_equal(first, again, check_dtype=False)
 
 
@@ -73,3 +74,23 @@ def test_compare_ratios_against_static_median_and_baselines():
     assert table["ratio_vs_lbbsp"] == pytest.approx(0.5) and table["ratio_vs_gns"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="not in the summary"):
         compare(pd.DataFrame(rows), "dynamix:y")
+
+
+def test_time_budget_gives_every_policy_the_reference_runs_clock(setup, tmp_path):
+    """--budget time: each run stops at the first iteration past the static:<initial> run's epoch time,
+    so a larger-batch policy trains longer in samples but not in time; epochs give it fewer updates."""
+    cfg, spec, cost = setup
+    _, by_time = evaluate([spec], ["static:16", "static:64"], cfg, seeds=1, out_dir=tmp_path / "t", progress=False,
+                          cost=cost, budget="time")
+    _, by_epochs = evaluate([spec], ["static:16", "static:64"], cfg, seeds=1, out_dir=tmp_path / "e",
+                            progress=False, cost=cost, budget="epochs")
+    t, e = by_time.set_index("policy"), by_epochs.set_index("policy")
+    budget = t["budget_s"].iloc[0]
+    assert t["budget"].unique().tolist() == ["time"] and e["budget_s"].isna().all()
+    assert budget == pytest.approx(e.loc["static:16", "total_time_s"])  # the reference run's epoch time
+    assert t.loc["static:16", "total_time_s"] == pytest.approx(budget)  # static:16 (= initial) unchanged
+    # static:64 is faster per sample: the same epochs take less time, the same time runs more iterations
+    assert e.loc["static:64", "total_time_s"] < budget <= t.loc["static:64", "total_time_s"]
+    assert t.loc["static:64", "iterations"] > e.loc["static:64", "iterations"]
+    with pytest.raises(ValueError, match="budget"):
+        evaluate([spec], ["static:16"], cfg, seeds=1, progress=False, cost=cost, budget="forever")

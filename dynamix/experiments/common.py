@@ -390,6 +390,21 @@ def _simulate(task: SimTask) -> pd.DataFrame:
     return frame
 
 
+def budgeted(cfg: Config, groups: list[tuple[ClusterSpec, Config]]) -> list[Config]:
+    """Each group's run config under ``rl.eval_budget`` (:mod:`dynamix.rl.evaluate`): unchanged for
+    ``epochs``; for ``time``, capped at the virtual time the group's reference run (every worker at
+    ``batch.initial``, seed 0) needs for its epoch budget on that cluster. The reference runs go in
+    parallel (``experiments.jobs``)."""
+    from dynamix.rl.evaluate import budget_time_s, reference_policy, time_budget_config
+
+    if cfg.rl.eval_budget == "epochs":
+        return [run_cfg for _, run_cfg in groups]
+    refs = [SimTask(spec, run_cfg, reference_policy(run_cfg), 0, (("group", i),)) for i, (spec, run_cfg) in enumerate(groups)]
+    runs = run_simulations(refs, cfg.experiments.jobs, desc="time budgets")
+    return [time_budget_config(run_cfg, budget_time_s(runs[runs["group"] == i]))
+            for i, (_, run_cfg) in enumerate(groups)]
+
+
 def run_simulations(tasks: list[SimTask], jobs: int = 1, desc: str = "runs") -> pd.DataFrame:
     """Run every task (in ``jobs`` spawned processes, one torch thread each, when ``jobs > 1``)
     and return their rows concatenated in task order (deterministic whatever the scheduling)."""

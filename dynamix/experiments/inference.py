@@ -5,10 +5,11 @@ For each held-out cluster (``experiments.inference.clusters``), each optimiser w
 ``policies`` trains the experiments' workload on the simulator; ``dynamix`` is the policy of the
 policy_training stage (``<results>/policies/<name>.zip``).
 
-Time to target follows :mod:`dynamix.rl.evaluate` (one definition for the project): per cluster and
-workload, target = ``rl.target_fraction`` x the best policy's mean final accuracy (or
-``rl.target_accuracy`` when set); a run's time to target is the virtual time of its first evaluation
-at or above it (empty when never reached).
+Time to target and the run budget follow :mod:`dynamix.rl.evaluate` (one definition for the
+project): per cluster and workload, target = ``rl.target_fraction`` x the best policy's mean final
+accuracy (or ``rl.target_accuracy`` when set); a run's time to target is the virtual time of its first
+evaluation at or above it (empty when never reached); with ``rl.eval_budget: time`` every run has the
+virtual time the static ``batch.initial`` run needs for ``experiments.epochs`` (:func:`common.budgeted`).
 
 Then one end-to-end run of the real engine (``engine_iters`` iterations, 4 torchrun workers emulating
 ``engine_cluster``) whose batch sizes come from a gRPC arbitrator on 127.0.0.1 serving
@@ -69,10 +70,12 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     e = cfg.experiments.inference
     pdir = policy_dir(out)
     specs = [cluster.load(c) for c in e.clusters]
+    groups = [(spec, workload(cfg, opt), opt) for spec in specs for opt in e.optimizers]
+    run_cfgs = common.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups])
     tasks = [
-        common.SimTask(spec, workload(cfg, opt), common.resolve_policy(p, pdir, cfg.experiments.policy_training.name),
+        common.SimTask(spec, run_cfg, common.resolve_policy(p, pdir, cfg.experiments.policy_training.name),
                        seed, (("optimizer", opt),))
-        for spec in specs for opt in e.optimizers for p in e.policies for seed in common.seeds(cfg)
+        for (spec, _, opt), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in common.seeds(cfg)
     ]  # fmt: skip
     runs = common.run_simulations(tasks, cfg.experiments.jobs, desc="inference")
     per_run = with_targets(common.run_summary(runs, KEYS), runs, cfg, ["optimizer"])

@@ -2,8 +2,9 @@
 
 The worker mix of ``experiments.scalability.cluster`` is repeated to each size in ``workers``
 (:func:`scaled`), so a 32-worker cluster has the same proportions of fast and slow workers as the
-4-worker one. Every policy in ``policies`` trains the experiments' workload for the same number of
-epochs at every size (a larger cluster takes fewer, larger iterations). Time to target as in
+4-worker one. Every policy in ``policies`` trains the experiments' workload under the same budget at
+each size (``rl.eval_budget``: the static ``batch.initial`` run's time for ``experiments.epochs`` on that
+size, or those epochs; a larger cluster takes fewer, larger iterations). Time to target as in
 :mod:`dynamix.experiments.inference`, with the target set per cluster size.
 
 Outputs: ``runs.csv``, ``summary.csv`` (n_workers, policy, seed, time to target, final accuracy,
@@ -54,11 +55,12 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(cluster.to_yaml_dict(spec), sort_keys=False))
     sim_cfg = common.sim_config(cfg)
+    run_cfgs = common.budgeted(cfg, [(spec, sim_cfg) for spec in specs])
     pdir = policy_dir(out)
     tasks = [
-        common.SimTask(spec, sim_cfg, common.resolve_policy(p, pdir, cfg.experiments.policy_training.name), seed,
+        common.SimTask(spec, run_cfg, common.resolve_policy(p, pdir, cfg.experiments.policy_training.name), seed,
                        (("n_workers", spec.n_workers),))
-        for spec in specs for p in e.policies for seed in common.seeds(cfg)
+        for spec, run_cfg in zip(specs, run_cfgs) for p in e.policies for seed in common.seeds(cfg)
     ]  # fmt: skip
     runs = common.run_simulations(tasks, cfg.experiments.jobs, desc="scalability")
     per_run = with_targets(common.run_summary(runs, KEYS), runs, cfg, ["n_workers"])

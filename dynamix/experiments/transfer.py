@@ -8,6 +8,8 @@ VGG11-Adam; the default profile uses CPU-sized stand-ins) is evaluated on the ta
 - ``target-trained``: a policy trained on the target workload itself (the upper reference);
 - ``static:<static_batch>``: the static baseline.
 
+All three run under the same budget (``rl.eval_budget``, :func:`common.budgeted`).
+
 A workload's policy is trained with the ``rl`` settings and the workload's model and optimiser
 (:func:`workload_config`); policies are cached in ``out_dir/policies/<workload>.zip`` (resumable), and
 the main policy of the policy_training stage is reused when its workload matches.
@@ -105,10 +107,10 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     e = cfg.experiments.transfer
     spec = cluster.load(e.cluster)
     tasks, pairs = [], []
-    for text in e.pairs:
-        src, dst = parse_pair(text)
+    parsed = [parse_pair(text) for text in e.pairs]
+    run_cfgs = common.budgeted(cfg, [(spec, workload_config(cfg, dst)) for _, dst in parsed])
+    for text, (src, dst), wcfg in zip(e.pairs, parsed, run_cfgs):
         pairs.append(text)
-        wcfg = workload_config(cfg, dst)
         policies = {
             "transferred": f"dynamix:{policy_for(cfg, src, out)}",
             "target-trained": f"dynamix:{policy_for(cfg, dst, out)}",

@@ -53,13 +53,20 @@ NO_EVAL = 10**9
 evaluations would only cost time."""
 
 
+def epoch_cap(cfg: Config, epochs: float) -> float:
+    """The safety cap on epochs of a time-budgeted run that would take ``epochs`` at ``batch.initial``:
+    within the same time, batches up to ``batch.max`` fit at most ``batch.max / batch.initial`` times
+    the samples."""
+    return epochs * max(1.0, cfg.batch.max / cfg.batch.initial)
+
+
 def training_config(cfg: Config) -> Config:
     """``cfg`` as an RL episode runs it: the ``rl`` workload and episode budget, no test evaluations."""
     rl = cfg.rl
     model = dataclasses.replace(cfg.model, name=rl.model or cfg.model.name, width=rl.width or cfg.model.width)
     epochs = rl.episode_epochs
     if rl.return_shape == "time":  # the time budget ends the episode; epochs only cap it (module docstring)
-        epochs *= max(1.0, cfg.batch.max / cfg.batch.initial)
+        epochs = epoch_cap(cfg, epochs)
     train = dataclasses.replace(cfg.train, epochs=epochs, max_iters=0, eval_every=NO_EVAL)
     return dataclasses.replace(cfg, model=model, train=train)
 

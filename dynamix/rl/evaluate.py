@@ -16,6 +16,15 @@ level the best policy reliably reaches, so every policy's time to it is comparab
 iterations) at or above the target, empty when never reached. Evaluate at a fine cadence (e.g.
 ``--set train.eval_every=10``) so large-batch runs, which do fewer iterations, are not timed coarsely.
 
+**Budget** (``rl.eval_budget`` or ``--budget``). ``time`` (default): on each cluster every run gets the
+same virtual time, ``budget_s`` = the time the reference ``static:<batch.initial>`` run (seed 0) needs
+for the epoch budget (``train.epochs``) on that cluster; epochs only cap it (:func:`~dynamix.rl.env.epoch_cap`).
+This is what "time to target" asks (who gets there first, given the same clock) and how the agent's
+training episodes are budgeted (:mod:`dynamix.rl.env`). ``epochs``: every run gets ``train.epochs``;
+a policy with larger batches then stops after fewer updates, and may be cut off before the target
+(which then reads as never reached, although no clock ran out). ``summary.csv`` records ``budget``
+and ``budget_s`` (empty for ``epochs``).
+
 :func:`evaluate` is the function notebooks call; :func:`compare` computes the acceptance ratios.
 """
 
@@ -46,7 +55,7 @@ from dynamix.sim.costmodel import CostModel
 log = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ["cluster", "policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s",
-                   "target_accuracy", "iterations", "mean_global_batch"]
+                   "target_accuracy", "iterations", "mean_global_batch", "budget", "budget_s"]
 
 
 def _run_summary(frame: pd.DataFrame) -> dict:
@@ -114,18 +123,43 @@ def _cached_run(cache: Path | None, cfg: Config, spec: ClusterSpec, policy, seed
     return frame
 
 
+def reference_policy(cfg: Config) -> str:
+    """The run whose epoch-budget time sets a cluster's time budget: every worker at ``batch.initial``."""
+    return f"static:{cfg.batch.initial}"
+
+
+def time_budget_config(cfg: Config, budget_s: float) -> Config:
+    """``cfg`` with runs ending at ``budget_s`` virtual seconds, its epoch budget only a cap."""
+    from dynamix.rl.env import epoch_cap
+
+    if not budget_s > 0:
+        raise ValueError(f"budget_s = {budget_s} is out of range: must be > 0")
+    train = dataclasses.replace(cfg.train, max_time_s=float(budget_s), max_iters=0,
+                                epochs=epoch_cap(cfg, cfg.train.epochs))
+    return dataclasses.replace(cfg, train=train)
+
+
+def budget_time_s(reference: pd.DataFrame) -> float:
+    """A cluster's time budget: the reference run's (:func:`reference_policy`) total virtual time."""
+    return _run_summary(reference)["total_time_s"]
+
+
 def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Sequence[str], cfg: Config,
              seeds: int | Iterable[int], out_dir: str | Path | None = None, target_accuracy: float | None = None,
              progress: bool = True, cost: CostModel | None = None,
-             cache_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+             cache_dir: str | Path | None = None, budget: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Simulate every (cluster, policy, seed); returns (runs_df, summary_df), written to ``out_dir``.
 
+    ``budget`` is ``time`` or ``epochs`` (default ``cfg.rl.eval_budget``; module docstring).
     Finished runs are cached under ``cache_dir`` (default ``out_dir/cache``), so an interrupted or
     extended evaluation (another policy, more seeds) only simulates what is new, and several
     processes may share one cache. ``cost`` overrides the calibrated simulator cost model.
     """
     from dynamix.sim.run import simulate
 
+    budget = budget or cfg.rl.eval_budget
+    if budget not in ("time", "epochs"):
+        raise ValueError(f"budget = {budget!r} is not allowed: must be one of 'time', 'epochs'")
     specs = [s if isinstance(s, ClusterSpec) else clusters.load(s) for s in cluster_specs]
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not specs or not policy_specs or not seed_list:
@@ -136,13 +170,20 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     frames, rows = [], []
     bar = tqdm(total=len(specs) * len(policies) * len(seed_list), desc="evaluate", unit="run", disable=not progress)
     for spec in specs:
+        run_cfg, budget_s = cfg, math.nan
+        if budget == "time":
+            ref = make_policy(reference_policy(cfg))
+            budget_s = budget_time_s(_cached_run(cache, cfg, spec, ref, 0, lambda: simulate(
+                spec, cfg, ref, 0, data=data, progress=False, cost=cost)))
+            run_cfg = time_budget_config(cfg, budget_s)
         for spec_str, policy in policies.items():
             for seed in seed_list:
-                frame = _cached_run(cache, cfg, spec, policy, seed, lambda: simulate(
-                    spec, cfg, policy, seed, data=data, progress=False, cost=cost))
+                frame = _cached_run(cache, run_cfg, spec, policy, seed, lambda: simulate(
+                    spec, run_cfg, policy, seed, data=data, progress=False, cost=cost))
                 frame.insert(0, "cluster", spec.name)
                 frames.append(frame)
-                rows.append({"cluster": spec.name, "policy": policy.name, "seed": seed, **_run_summary(frame)})
+                rows.append({"cluster": spec.name, "policy": policy.name, "seed": seed, **_run_summary(frame),
+                             "budget": budget, "budget_s": budget_s})
                 bar.update(1)
                 bar.set_postfix(cluster=spec.name, policy=policy.name, acc=f"{rows[-1]['final_accuracy']:.3f}")
     bar.close()
@@ -199,6 +240,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0..N-1 (default 3)")
     parser.add_argument("--target-accuracy", type=float, default=None,
                         help="fixed target test accuracy (default: rl.target_accuracy, 0 = derived per cluster)")
+    parser.add_argument("--budget", choices=("time", "epochs"), default=None,
+                        help="every run gets the same virtual time (time) or the same epochs (epochs); "
+                        "default: rl.eval_budget")
     parser.add_argument("--compare", default=None, metavar="POLICY",
                         help="also print POLICY's time-to-target ratios against the static median, lbbsp, gns")
     parser.add_argument("--out", required=True, help="output folder for runs.csv and summary.csv")
@@ -210,7 +254,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     cfg = config.load(args.params, args.profile, args.overrides)
     _, summary = evaluate(args.cluster, args.policy, cfg, args.seeds, args.out, args.target_accuracy,
-                          progress=not args.no_progress, cache_dir=args.cache)
+                          progress=not args.no_progress, cache_dir=args.cache, budget=args.budget)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.groupby(["cluster", "policy"])[["time_to_target_s", "final_accuracy", "total_time_s"]]
               .median().round(3).to_string())
