@@ -152,6 +152,18 @@ def test_state_tells_a_worker_whether_it_is_the_straggler():
     assert obs[0, col] == pytest.approx(1.0) and obs[1, col] == pytest.approx(60 / 100)
 
 
+def test_state_points_each_worker_towards_the_balanced_batch():
+    """lb_gap = log2(b*_i / b_i) with b* the LB-BSP split of the same global batch: busy (iteration minus
+    wait) 100 ms at 64 and 60 ms at 256 are 0.64 and 64/15 samples/ms, so b* = 320 * (3/23, 20/23)."""
+    col = {f.name: i for i, f in enumerate(FEATURES)}["lb_gap"]
+    workers = [_worker(0, 64, compute=80.0, wait=0.0), _worker(1, 256, compute=40.0, wait=40.0)]
+    obs = StateBuilder(Bounds(32, 1024)).observe(workers, _glob(workers))
+    assert obs[0, col] == pytest.approx(np.log2(320 * 3 / 23 / 64), abs=1e-5)
+    assert obs[1, col] == pytest.approx(np.log2(320 * 20 / 23 / 256), abs=1e-5)
+    even = [_worker(i, 64, compute=80.0, wait=0.0) for i in range(2)]
+    assert StateBuilder(Bounds(32, 1024)).observe(even, _glob(even))[:, col].tolist() == [0.0, 0.0]
+
+
 def test_time_weighted_return_does_not_favour_more_windows():
     """The same reward rate over the same time gives the same return however it is cut into windows;
     the paper's plain sum grows with the number of windows."""

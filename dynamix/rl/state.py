@@ -27,7 +27,7 @@ import numpy as np
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import Bounds
 
-STATE_SPEC_VERSION = "dynamix-state-v2"  # v2: + busy_rel (is this worker the straggler?)
+STATE_SPEC_VERSION = "dynamix-state-v3"  # v2: + busy_rel (is this worker the straggler?); v3: + lb_gap
 EPS = 1e-12
 
 
@@ -49,6 +49,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("comm_frac", "comm_ms / iter_time_ms", "as is", 0.0, 1.0),
     Feature("busy_rel", "busy_i / max_j busy_j, busy = iter_time_ms - wait_ms: 1 on the straggler",
             "as is", 0.0, 1.0),
+    Feature("lb_gap", "log2(b*_i / b_i), b*_i = B r_i / sum_j r_j with r_i = b_i / busy_i: the batch that "
+            "equalises busy times at the current global batch B (LB-BSP's allocation, Chen et al. SoCC'20)",
+            "as is: > 0 grow, < 0 shrink, 0 balanced", -4.0, 4.0),
     # ---- local: network ----
     Feature("throughput_share", "throughput_i / mean_j throughput_j (samples/s)", "log2 of the ratio", -8.0, 8.0),
     Feature("net_rate", "net_tx_bytes_per_s + net_rx_bytes_per_s", "log2(rate / rate_ref), rate_ref = first window's", -8.0, 8.0),
@@ -136,6 +139,9 @@ class StateBuilder:
         compute = np.array([w.compute_ms for w in workers], dtype=np.float64)
         busy = iter_ms - np.array([w.wait_ms for w in workers], dtype=np.float64)
         busy_max = max(float(np.max(busy)), EPS)
+        b = np.array([w.batch_size for w in workers], dtype=np.float64)
+        rate_busy = b / np.maximum(busy, EPS)  # samples per ms of the worker's own compute + comm
+        lb_target = float(np.sum(b)) * rate_busy / max(float(np.sum(rate_busy)), EPS)
         if self.t_ref_ms is None:
             self.t_ref_ms = float(np.mean(iter_ms))
             self.thr_ref = float(np.sum(thr))
@@ -161,6 +167,7 @@ class StateBuilder:
                 w.wait_ms / t,
                 w.comm_ms / t,
                 busy[i] / busy_max,
+                _log2_ratio(lb_target[i], b[i]),
                 _log2_ratio(w.throughput_samples_per_s, mean_thr),
                 _log2_ratio(rate[i], self.rate_ref) if self.rate_ref > 0 else 0.0,
                 math.log10(1.0 + max(w.tcp_retrans_per_s, 0.0)) / 4.0,
