@@ -66,10 +66,17 @@ def test_compare_ratios_against_static_median_and_baselines():
     rows = []
     for policy, t, acc in [("dynamix:x", 7.0, 0.50), ("static:32", 10.0, 0.51), ("static:64", 20.0, 0.50),
                            ("static:128", np.nan, 0.40), ("lbbsp", 14.0, 0.5), ("gns", 7.0, 0.45)]:
-        rows.append({"cluster": "c", "policy": policy, "seed": 0, "time_to_target_s": t, "final_accuracy": acc})
+        rows.append({"cluster": "c", "policy": policy, "seed": 0, "time_to_target_s": t, "final_accuracy": acc,
+                     "total_time_s": 30.0})
     table = compare(pd.DataFrame(rows), "dynamix:x").iloc[0]
-    assert table["median_static_time_s"] == 20.0  # median of 10, 20, inf (never reached)
+    assert table["median_static_time_s"] == 20.0  # median of 10, 20, >= 30 (never reached: its total time)
     assert table["ratio_vs_median_static"] == pytest.approx(0.35)
+    assert table["static_unreached"] == 1 and table["policy_unreached"] == 0
+    # when the median static itself never reaches the target, its total time bounds the ratio (not 0)
+    rows[2]["time_to_target_s"] = np.nan
+    bounded = compare(pd.DataFrame(rows), "dynamix:x").iloc[0]
+    assert bounded["median_static_time_s"] == 30.0 and bounded["ratio_vs_median_static"] == pytest.approx(7 / 30)
+    assert bounded["static_unreached"] == 2
     assert table["acc_minus_best_static_pts"] == pytest.approx(-1.0)
     assert table["ratio_vs_lbbsp"] == pytest.approx(0.5) and table["ratio_vs_gns"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="not in the summary"):

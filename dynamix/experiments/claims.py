@@ -38,17 +38,13 @@ import pandas as pd
 from dynamix import plots
 from dynamix.config import Config
 from dynamix.experiments import common
+from dynamix.rl.evaluate import censored_time
 
 log = logging.getLogger(__name__)
 
 NAME = "claims"
 PAPER_ACC_GAIN_PTS = 6.3
 PAPER_TIME_REDUCTION_PCT = 46.0
-
-
-def censored_time(per_run: pd.DataFrame) -> pd.Series:
-    """Time to target, with runs that never reached it censored at their total time."""
-    return per_run["time_to_target_s"].astype(float).fillna(per_run["total_time_s"].astype(float))
 
 
 def _paired(per_run: pd.DataFrame, value: pd.Series, keys: list[str]) -> pd.DataFrame:

@@ -200,24 +200,35 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     return runs, summary
 
 
+def censored_time(summary: pd.DataFrame) -> pd.Series:
+    """Time to target, a run that never reached it censored at its total time (a lower bound on it)."""
+    return summary["time_to_target_s"].astype(float).fillna(summary["total_time_s"].astype(float))
+
+
 def compare(summary: pd.DataFrame, policy: str, baselines: Sequence[str] = ("lbbsp", "gns")) -> pd.DataFrame:
     """Per cluster: ``policy``'s median time to target over seeds divided by the median static
     baseline's (median over static batch sizes of their per-size median over seeds) and by each of
     ``baselines``; and its mean final accuracy minus the best static's (points, x100).
 
-    A run that never reaches the target counts as infinite time (so a ratio can be inf or 0).
+    A run that never reaches the target counts at its total time (:func:`censored_time`), as in the
+    claims (:mod:`dynamix.experiments.claims`): a ratio whose denominator holds such runs is an upper
+    bound, one whose numerator does a lower bound. ``policy_unreached`` and ``static_unreached`` count them.
     """
     s = summary.copy()
-    s["t"] = s["time_to_target_s"].astype(float).fillna(math.inf)
+    s["t"] = censored_time(s)
+    s["unreached"] = s["time_to_target_s"].isna()
     out = []
     for name, rows in s.groupby("cluster"):
         med = rows.groupby("policy")["t"].median()
         acc = rows.groupby("policy")["final_accuracy"].mean()
+        unreached = rows.groupby("policy")["unreached"].sum()
         static = [p for p in med.index if p.startswith("static")]
         if policy not in med.index:
             raise ValueError(f"compare: policy {policy!r} is not in the summary; have {sorted(med.index)}")
-        row = {"cluster": name, "policy_time_s": med[policy], "policy_final_acc": acc[policy]}
+        row = {"cluster": name, "policy_time_s": med[policy], "policy_final_acc": acc[policy],
+               "policy_unreached": int(unreached[policy])}
         if static:
+            row["static_unreached"] = int(unreached[static].sum())
             row["median_static_time_s"] = float(np.median(med[static]))
             row["ratio_vs_median_static"] = med[policy] / row["median_static_time_s"]
             row["acc_minus_best_static_pts"] = 100 * (acc[policy] - acc[static].max())
