@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -60,6 +61,12 @@ def test_unreachable_target_leaves_time_empty_and_cache_reuses_runs(setup, tmp_p
     _, again = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False, cost=cost)
     assert [p.stat().st_mtime_ns for p in cached] == stamps  # read back, not re-simulated
     pd.testing.assert_frame_equal(first, again, check_dtype=False)
+    # a new calibration (another cost model) changes every virtual time: nothing cached is reused
+    slower = dataclasses.replace(cost, c_ms_per_sample=2 * cost.c_ms_per_sample)
+    _, recal = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False,
+                        cost=slower)
+    assert len(list((tmp_path / "cache").rglob("*.csv"))) == 4
+    assert recal["total_time_s"].iloc[0] > first["total_time_s"].iloc[0]
 
 
 def test_compare_ratios_against_static_median_and_baselines():

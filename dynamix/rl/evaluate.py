@@ -94,25 +94,30 @@ SIM_SECTIONS = ("data", "model", "optim", "train", "batch")
 """The config sections :func:`dynamix.sim.run.simulate` reads (policies read only the batch bounds)."""
 
 
-def sim_key(cfg: Config) -> str:
-    """Short hash of :data:`SIM_SECTIONS`: identifies a simulated run's settings in the cache."""
-    blob = json.dumps({k: dataclasses.asdict(getattr(cfg, k)) for k in SIM_SECTIONS}, sort_keys=True, default=list)
+def sim_key(cfg: Config, cost: CostModel) -> str:
+    """Short hash of :data:`SIM_SECTIONS` and the cost model: identifies a simulated run's settings in
+    the cache (a recalibration changes every virtual time, so it must not reuse earlier runs)."""
+    blob = json.dumps({**{k: dataclasses.asdict(getattr(cfg, k)) for k in SIM_SECTIONS},
+                       "cost": dataclasses.asdict(cost)}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def _cached_run(cache: Path | None, cfg: Config, spec: ClusterSpec, policy, seed: int, simulate_run) -> pd.DataFrame:
-    """One run's rows, read from ``cache`` when this exact (config, cluster, policy, seed) ran before.
+def _cached_run(cache: Path | None, cfg: Config, cost: CostModel, spec: ClusterSpec, policy, seed: int,
+                simulate_run) -> pd.DataFrame:
+    """One run's rows, read from ``cache`` when this exact (config, cost model, cluster, policy, seed)
+    ran before.
 
-    The key is a hash of the config sections a simulated run reads (:data:`SIM_SECTIONS`), the run
-    id and, for trained policies, the artifact's sha256, so a retrained policy or a changed setting
-    never reuses stale rows, while unrelated sections (``rl``, ``experiments``, ...) do not matter.
+    The key is a hash of the config sections a simulated run reads (:data:`SIM_SECTIONS`) and the cost
+    model, the run id and, for trained policies, the artifact's sha256, so a retrained policy, a new
+    calibration or a changed setting never reuses stale rows, while unrelated sections (``rl``,
+    ``experiments``, ...) do not matter.
     """
     if cache is None:
         return simulate_run()
     from dynamix.sim.run import run_id
 
     fingerprint = getattr(policy, "meta", {}).get("zip_sha256", "")[:12]
-    path = cache / sim_key(cfg) / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv"
+    path = cache / sim_key(cfg, cost) / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv"
     if path.exists():
         return pd.read_csv(path)
     frame = simulate_run()
@@ -167,18 +172,22 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     policies = {p: make_policy(p) for p in policy_specs}  # load (and validate) every policy up front
     cache = Path(cache_dir) if cache_dir is not None else (Path(out_dir) / "cache" if out_dir is not None else None)
     data = load_cifar10(cfg.data)
+    if cost is None:
+        from dynamix.sim.cluster import calibrated_cost
+
+        cost = calibrated_cost(cfg)
     frames, rows = [], []
     bar = tqdm(total=len(specs) * len(policies) * len(seed_list), desc="evaluate", unit="run", disable=not progress)
     for spec in specs:
         run_cfg, budget_s = cfg, math.nan
         if budget == "time":
             ref = make_policy(reference_policy(cfg))
-            budget_s = budget_time_s(_cached_run(cache, cfg, spec, ref, 0, lambda: simulate(
+            budget_s = budget_time_s(_cached_run(cache, cfg, cost, spec, ref, 0, lambda: simulate(
                 spec, cfg, ref, 0, data=data, progress=False, cost=cost)))
             run_cfg = time_budget_config(cfg, budget_s)
         for spec_str, policy in policies.items():
             for seed in seed_list:
-                frame = _cached_run(cache, run_cfg, spec, policy, seed, lambda: simulate(
+                frame = _cached_run(cache, run_cfg, cost, spec, policy, seed, lambda: simulate(
                     spec, run_cfg, policy, seed, data=data, progress=False, cost=cost))
                 frame.insert(0, "cluster", spec.name)
                 frames.append(frame)

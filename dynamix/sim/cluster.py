@@ -39,6 +39,12 @@ from dynamix.train.core import Trainer
 from dynamix.train.loop import eval_subset, total_iterations
 
 
+def calibrated_cost(cfg: Config) -> CostModel:
+    """The cost model of ``cfg.model`` from this machine's stored calibration (:mod:`dynamix.sim.calibrate`)."""
+    cal = load_calibration(cfg.model.name, cfg.model.width)
+    return CostModel(cal.a_ms, cal.c_ms_per_sample, gradient_bytes(build_model(cfg.model.name, cfg.model.width)))
+
+
 class VirtualCluster:
     """N simulated workers training one real model; ``run_window`` advances k iterations.
 
@@ -57,11 +63,7 @@ class VirtualCluster:
         self._max_batch = np.array([w.device.max_batch for w in spec.workers], np.int64)
         self._bandwidth = np.array([w.bandwidth_gbps for w in spec.workers], float)
         self._latency = np.array([w.latency_ms for w in spec.workers], float)
-        if cost is None:
-            cal = load_calibration(cfg.model.name, cfg.model.width)
-            s = gradient_bytes(build_model(cfg.model.name, cfg.model.width))
-            cost = CostModel(cal.a_ms, cal.c_ms_per_sample, s)
-        self.cost = cost
+        self.cost = calibrated_cost(cfg) if cost is None else cost
         self.dynamics = ClusterDynamics(spec)
         n_train = len(self.data.train_y)
         self.total_iters = total_iterations(cfg, n_train, self.n_workers * cfg.batch.initial)
