@@ -54,6 +54,9 @@ from dynamix.sim.costmodel import CostModel
 
 log = logging.getLogger(__name__)
 
+BUDGETS = ("time", "epochs")
+"""How long each run trains (module docstring); ``rl.eval_budget`` takes the same names."""
+
 SUMMARY_COLUMNS = ["cluster", "policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s",
                    "target_accuracy", "iterations", "mean_global_batch", "budget", "budget_s"]
 
@@ -163,8 +166,8 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     from dynamix.sim.run import simulate
 
     budget = budget or cfg.rl.eval_budget
-    if budget not in ("time", "epochs"):
-        raise ValueError(f"budget = {budget!r} is not allowed: must be one of 'time', 'epochs'")
+    if budget not in BUDGETS:
+        raise ValueError(f"budget = {budget!r} is not allowed: must be one of {', '.join(map(repr, BUDGETS))}")
     specs = [s if isinstance(s, ClusterSpec) else clusters.load(s) for s in cluster_specs]
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not specs or not policy_specs or not seed_list:
@@ -260,7 +263,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0..N-1 (default 3)")
     parser.add_argument("--target-accuracy", type=float, default=None,
                         help="fixed target test accuracy (default: rl.target_accuracy, 0 = derived per cluster)")
-    parser.add_argument("--budget", choices=("time", "epochs"), default=None,
+    parser.add_argument("--budget", choices=BUDGETS, default=None,
                         help="every run gets the same virtual time (time) or the same epochs (epochs); "
                         "default: rl.eval_budget")
     parser.add_argument("--compare", default=None, metavar="POLICY",

@@ -78,22 +78,32 @@ def case_config(cfg: Config, case: Case, iters: int, window: int) -> Config:
     return build(Config, deep_merge(cfg.to_dict(), override))
 
 
+def calibration_sizes(batch_size: int) -> tuple[int, int]:
+    """The batch sizes the engine calibrates at for a case at ``batch_size``: b/2 and 2b, never b."""
+    return max(1, batch_size // 2), 2 * batch_size
+
+
+def _fresh_engine_run(cfg: Config, spec: clusters.ClusterSpec, batch_size: int, out_dir: Path) -> None:
+    """A static-``batch_size`` engine run into an emptied ``out_dir``: a fresh measurement, with no
+    resume from, or append to, an earlier run there."""
+    from dynamix.engine import run_local
+
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    run_local(cfg, spec, f"static:{batch_size}", out_dir, nproc=spec.n_workers)
+
+
 def engine_calibration(cfg: Config, n_workers: int, batch_size: int, out_dir: Path, iters: int,
                        window: int, skip_windows: int = 1) -> tuple[float, float, float]:
     """(a_ms, c_ms_per_sample, jitter) measured by ``n_workers`` homogeneous engine workers at
     b/2 and 2b (module docstring). ``jitter`` is the std of log per-window compute times times
     sqrt(window): the per-iteration spread of k-iteration means, back at one iteration."""
-    from dynamix.engine import run_local
-
     spec = clusters.homogeneous(n_workers)
-    sizes = (max(1, batch_size // 2), 2 * batch_size)
+    sizes = calibration_sizes(batch_size)
     means, logs = [], []
     for b in sizes:
         run_dir = out_dir / f"b{b}"
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        run_local(case_config(cfg, Case("calibration", spec, b), iters, window), spec, f"static:{b}", run_dir,
-                  nproc=n_workers)
+        _fresh_engine_run(case_config(cfg, Case("calibration", spec, b), iters, window), spec, b, run_dir)
         frame = _steady(pd.read_csv(run_dir / "runs.csv"), skip_windows)
         means.append(float(frame["compute_ms"].mean()))
         logs.append(np.log(frame["compute_ms"].to_numpy()) - np.log(means[-1]))
@@ -109,17 +119,13 @@ def _steady(frame: pd.DataFrame, skip_windows: int) -> pd.DataFrame:
 def run_case(cfg: Config, case: Case, out_dir: Path, iters: int = 40, window: int = 10,
              skip_windows: int = 1) -> dict:
     """Engine calibration, engine run, engine calibration, simulator run, and the comparison row."""
-    from dynamix.engine import run_local
-
     ccfg = case_config(cfg, case, iters, window)
     n = case.spec.n_workers
     policy = f"static:{case.batch_size}"
     cal_dir = out_dir / "calibration" / case.name
     before = engine_calibration(cfg, n, case.batch_size, cal_dir / "before", iters, window, skip_windows)
     engine_dir = out_dir / "engine" / case.name
-    if engine_dir.exists():
-        shutil.rmtree(engine_dir)  # a fresh measurement: no resume from, or append to, an earlier run
-    run_local(ccfg, case.spec, policy, engine_dir, nproc=n)
+    _fresh_engine_run(ccfg, case.spec, case.batch_size, engine_dir)
     after = engine_calibration(cfg, n, case.batch_size, cal_dir / "after", iters, window, skip_windows)
     a_ms, c_ms, host_jitter = ((x + y) / 2 for x, y in zip(before, after))
     cost = CostModel(a_ms, c_ms, gradient_bytes(build_model(ccfg.model.name, ccfg.model.width)))
@@ -141,7 +147,7 @@ def run_case(cfg: Config, case: Case, out_dir: Path, iters: int = 40, window: in
         "predicted_slowest_compute_ms": float(sim[sim["rank"] == slow]["compute_ms"].mean()),
         "measured_comm_ms": float(eng["comm_ms"].mean()), "predicted_comm_ms": float(sim["comm_ms"].mean()),
         "calibration_a_ms": a_ms, "calibration_c_ms_per_sample": c_ms, "host_jitter": host_jitter,
-        "calibration_batch_sizes": f"{max(1, b // 2)},{2 * b}",
+        "calibration_batch_sizes": ",".join(map(str, calibration_sizes(b))),
         "calibration_drift_pct": 100.0 * ((after[0] + after[1] * b) / (before[0] + before[1] * b) - 1),
     }
 
