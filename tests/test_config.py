@@ -18,7 +18,7 @@ def write_params(tmp_path, mutate) -> str:
     return str(p)
 
 
-@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+@pytest.mark.parametrize("profile", sorted(config.read_params()["profiles"]))
 def test_every_profile_loads(profile):
     cfg = config.load(profile=profile)
     assert cfg.profile == profile
@@ -71,5 +71,5 @@ def test_bad_values_name_field_and_range(override, message):
 
 
 def test_unknown_profile_lists_the_defined_ones():
-    with pytest.raises(config.ConfigError, match="profile = 'huge' is not defined: must be one of default, paper, smoke"):
+    with pytest.raises(config.ConfigError, match="profile = 'huge' is not defined: must be one of default, paper, rl-eval, smoke"):
         config.load(profile="huge")

