@@ -297,6 +297,10 @@ class RLConfig:
     # "paper": the episode ends after episode_epochs and windows are summed unweighted; with that,
     # smaller batches mean more windows and so more accuracy terms: the return itself favours them.
     return_shape: str = setting("time", one_of("time", "paper"))
+    # Where episodes train: "sim" = the calibrated virtual-time simulator (dynamix.sim); "engine" = real
+    # torchrun workers on this machine, the cluster's heterogeneity emulated, decisions through the gRPC
+    # arbitrator (dynamix.rl.engine_backend).
+    backend: str = setting("sim", one_of("sim", "engine"))
     # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
     # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
     # mean (over seeds) final test accuracy in that evaluation (dynamix.rl.evaluate).

@@ -117,7 +117,8 @@ class DynamixEnv(gym.Env):
         self.episode += 1
         spec = self._next_spec()
         run_seed = int(self.np_random.integers(0, 2**31 - 1))
-        self.cluster = VirtualCluster(spec, self.cfg, data=self.data, seed=run_seed, cost=self.cost)
+        self.close()
+        self.cluster = self._new_cluster(spec, run_seed)
         self.state.reset()
         self.batch_sizes = tuple(self.bounds.clamp(self.cfg.batch.initial) for _ in range(self.n_workers))
         self._elapsed_s, self.ref_window_s, self.budget_s = 0.0, math.inf, math.inf
@@ -132,6 +133,20 @@ class DynamixEnv(gym.Env):
                 f"workers) already spends it; need at least two windows per episode")
         info.update(cluster=spec.name, run_seed=run_seed, budget_s=self.budget_s)
         return obs, info
+
+    def _new_cluster(self, spec: ClusterSpec, run_seed: int):
+        """The episode's training run: simulated (``rl.backend: sim``) or real (``engine``)."""
+        if self.cfg.rl.backend == "engine":
+            from dynamix.rl.engine_backend import EngineCluster  # lazy: grpc and torchrun only when used
+
+            return EngineCluster(spec, self.cfg, run_seed)
+        return VirtualCluster(spec, self.cfg, data=self.data, seed=run_seed, cost=self.cost)
+
+    def close(self) -> None:
+        """Stop the current episode's engine run (a simulated one needs nothing)."""
+        if self.cluster is not None and hasattr(self.cluster, "close"):
+            self.cluster.close()
+        self.cluster = None
 
     @property
     def done(self) -> bool:

@@ -165,7 +165,10 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     remaining = total - (0 if reset_timesteps else model.num_timesteps)
     if remaining > 0:
         cb = _Progress(run_dir, total, cfg.rl.checkpoint_every, save_checkpoint, episode0, progress)
-        model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
+        try:
+            model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
+        finally:
+            venv.close()  # rl.backend engine: stop the episode's run and its arbitrator
         save_checkpoint(cb.episode)
     training: dict[str, Any] = {
         "timesteps": int(model.num_timesteps), "init": init, "seed": seed,
