@@ -10,7 +10,7 @@ import pytest
 
 from dynamix import cluster, config
 from dynamix.cli import main as cli_main
-from dynamix.experiments import baselines, claims, common
+from dynamix.experiments import baselines, claims, common, policy_training
 from dynamix.experiments.scalability import scaled
 from dynamix.metrics.schema import RUNS_COLUMNS
 
@@ -51,6 +51,20 @@ def test_dynamix_run_command_runs_an_experiment(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["best_batch_size"] == 64
     with pytest.raises(SystemExit):
         cli_main(["run", "nonsense"])
+
+
+def test_policy_stage_starts_over_when_params_change_under_its_checkpoint(tmp_path):
+    """results/policies persists (an interrupted stage resumes); after a params change the stage
+    must train the new config's policy, not fail on, or resume, the old config's checkpoint."""
+    out = tmp_path / "policy_training"
+    first = tiny_cfg(rl={"timesteps": 16})
+    policy_training.run(first, out)
+    changed = config.load(profile="smoke", overrides=config.deep_merge(
+        {"experiments": {"seeds": 1, "jobs": 1}, "rl": {"timesteps": 16}}, {"reward": {"beta": 0.1}}))
+    summary = policy_training.run(changed, out)
+    meta = json.loads((policy_training.policy_dir(out) / "dynamix.json").read_text())
+    assert meta["reward"]["beta"] == 0.1 and meta["training"]["timesteps"] >= 16 >= summary["timesteps"]
+    assert pd.read_csv(out / "progress.csv")["episode"].iloc[0] == 0  # a new run, not the old one extended
 
 
 def _per_run(policy_times: dict[str, list[float]], accs: dict[str, list[float]]) -> pd.DataFrame:

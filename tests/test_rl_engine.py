@@ -8,7 +8,6 @@ resets several times, is in the slow tier.
 from __future__ import annotations
 
 import csv
-from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from stable_baselines3.common.env_checker import check_env
 
 from dynamix import config
 from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
+from dynamix.engine.testing import sizes_by_window
 from dynamix.rl.artifact import load_policy
 from dynamix.rl.env import DynamixEnv, training_config
 from dynamix.rl.state import OBS_DIM, apply_actions
@@ -36,15 +36,6 @@ def engine_rl_cfg(**rl) -> config.Config:
 # one reference worker and one at half speed (the engine emulates the slow one by time dilation)
 TWO = ClusterSpec(name="two", workers=(WorkerSpec(DeviceProfile(), 10.0, 0.05),
                                        WorkerSpec(DeviceProfile("half", 0.5), 10.0, 0.05)))
-
-
-def sizes_by_window(out) -> dict[int, tuple[int, ...]]:
-    """window -> the sizes each rank trained with, from the engine's own runs.csv."""
-    by: dict[int, dict[int, int]] = defaultdict(dict)
-    with open(out / "runs.csv") as fh:
-        for row in csv.DictReader(fh):
-            by[int(row["window"])][int(row["rank"])] = int(row["batch_size"])
-    return {t: tuple(v[r] for r in sorted(v)) for t, v in sorted(by.items())}
 
 
 def test_engine_episode_trains_every_window_with_the_agents_sizes():

@@ -8,7 +8,6 @@ logs one warning per worker, and decisions resume once it is back.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -16,14 +15,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from dynamix import config, paths
 from dynamix.engine.launch import build_torchrun_command, prepare, run_local
-from dynamix.engine.testing import free_port
+from dynamix.engine.testing import free_port, sizes_by_window
 from dynamix.policies.base import BatchSizePolicy, Decision
 from dynamix.rpc.arbitrator import RunSettings
 from dynamix.rpc.testing import local_server, registration
@@ -44,17 +42,6 @@ def engine_cfg(max_iters: int, window: int = 5) -> config.Config:
         "train": {"max_iters": max_iters, "eval_every": 100000, "eval_samples": 200, "checkpoint_every": 100000},
         "batch": {"window": window},
     })
-
-
-def sizes_by_window(out: Path) -> dict[int, tuple[int, ...]]:
-    """window -> the batch sizes each rank trained with in that window (from runs.csv)."""
-    by: dict[int, dict[int, int]] = defaultdict(dict)
-    iterations: dict[int, int] = {}
-    with open(out / "runs.csv") as fh:
-        for row in csv.DictReader(fh):
-            by[int(row["window"])][int(row["rank"])] = int(row["batch_size"])
-            iterations[int(row["window"])] = int(row["iteration"])
-    return {t: tuple(v[r] for r in sorted(v)) for t, v in sorted(by.items())}
 
 
 @pytest.mark.parametrize("n_workers", [2, pytest.param(4, marks=pytest.mark.slow)])

@@ -11,6 +11,7 @@ traceback; a world that does not finish within ``timeout_s`` is killed and raise
 
 from __future__ import annotations
 
+import csv
 import multiprocessing as mp
 import os
 import pickle
@@ -18,7 +19,9 @@ import queue
 import socket
 import time
 import traceback
+from collections import defaultdict
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Callable
 
 import torch.distributed as dist
@@ -33,6 +36,16 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def sizes_by_window(out: str | os.PathLike) -> dict[int, tuple[int, ...]]:
+    """window -> the batch sizes each rank trained with in it, read from an engine run's ``runs.csv``
+    (what tests compare with the decisions a policy or an agent made)."""
+    by: dict[int, dict[int, int]] = defaultdict(dict)
+    with open(Path(out) / "runs.csv") as fh:
+        for row in csv.DictReader(fh):
+            by[int(row["window"])][int(row["rank"])] = int(row["batch_size"])
+    return {t: tuple(v[r] for r in sorted(v)) for t, v in sorted(by.items())}
 
 
 def _child(fn: Callable, rank: int, world: int, port: int, args: tuple, results: Any, timeout_s: float) -> None:

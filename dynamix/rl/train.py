@@ -51,6 +51,11 @@ PROGRESS_COLUMNS = ["episode", "timesteps", "return", "windows", *PART_NAMES,
                     "cluster", "elapsed_s", "train_acc", "mean_batch"]
 
 
+class StaleCheckpoint(config.ConfigError):
+    """The run folder's checkpoint was written under another config (or ``--init``): resuming it would
+    mix two trainings. The CLI refuses (``--fresh`` starts over); the pipeline starts over."""
+
+
 class _Progress(BaseCallback):
     """tqdm bar, one ``progress.csv`` row per finished episode, checkpoints every few rollouts."""
 
@@ -134,7 +139,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         state = json.loads(ckpt_json.read_text())
         for key, want in expect.items():
             if state.get(key) != want:
-                raise config.ConfigError(
+                raise StaleCheckpoint(
                     f"checkpoint {ckpt_json} has {key} = {state.get(key)!r}, this run has {want!r}: "
                     "use another --name or pass --fresh to start over")
         model = ALGOS[cfg.rl.algo].load(ckpt_zip, env=venv, device="cpu")
