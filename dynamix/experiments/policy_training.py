@@ -34,17 +34,13 @@ def policy_dir(out_dir: str | Path) -> Path:
 def run(cfg: Config, out_dir: str | Path) -> dict:
     """Train (or resume) the pipeline's policy. A checkpoint left by another config (``results/policies``
     persists so that an interrupted stage resumes) is not this config's training: start over."""
-    from dynamix.rl.train import StaleCheckpoint, train_policy
+    from dynamix.rl.train import train_policy
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = cfg.experiments.policy_training.name
     timesteps = cfg.experiments.policy_training.timesteps or None
-    try:
-        zip_path = train_policy(cfg, name, timesteps=timesteps, out_dir=policy_dir(out))
-    except StaleCheckpoint as exc:
-        log.warning("%s; starting the policy over", exc)
-        zip_path = train_policy(cfg, name, timesteps=timesteps, out_dir=policy_dir(out), fresh=True)
+    zip_path = train_policy(cfg, name, timesteps=timesteps, out_dir=policy_dir(out), on_stale="restart")
     progress_src = zip_path.with_suffix(".run") / "progress.csv"
     shutil.copyfile(progress_src, out / "progress.csv")
     progress = pd.read_csv(out / "progress.csv")

@@ -93,7 +93,7 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
         optim["lr"] = cfg.experiments.inference.adam_lr
     wcfg = common.with_overrides(cfg, {"rl": {"model": w.model, "width": w.width}, "optim": optim})
     timesteps = cfg.experiments.transfer.timesteps or None
-    return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies")
+    return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies", on_stale="restart")
 
 
 def policy_name(w: Workload) -> str:

@@ -53,7 +53,19 @@ PROGRESS_COLUMNS = ["episode", "timesteps", "return", "windows", *PART_NAMES,
 
 class StaleCheckpoint(config.ConfigError):
     """The run folder's checkpoint was written under another config (or ``--init``): resuming it would
-    mix two trainings. The CLI refuses (``--fresh`` starts over); the pipeline starts over."""
+    mix two trainings. The CLI refuses (``--fresh`` starts over); the pipeline's stages start over
+    (``on_stale="restart"``), since a params change must retrain their policies."""
+
+
+def _stale(ckpt_json: Path, expect: dict[str, Any]) -> str | None:
+    """Why the checkpoint cannot be resumed by this run, or None when it can (or there is none)."""
+    if not ckpt_json.exists():
+        return None
+    state = json.loads(ckpt_json.read_text())
+    for key, want in expect.items():
+        if state.get(key) != want:
+            return f"checkpoint {ckpt_json} has {key} = {state.get(key)!r}, this run has {want!r}"
+    return None
 
 
 class _Progress(BaseCallback):
@@ -114,18 +126,29 @@ def _truncate_progress(csv_path: Path, timesteps: int) -> None:
 
 def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str | None = None,
                  fresh: bool = False, out_dir: str | os.PathLike | None = None, cost: CostModel | None = None,
-                 progress: bool = True) -> Path:
+                 progress: bool = True, on_stale: str = "refuse") -> Path:
     """Train (or resume, or fine-tune from ``init``) and save the artifact; returns the zip path.
 
     ``cfg`` is the full config; the episode uses :func:`training_config` (the ``rl`` workload).
-    ``cost`` overrides the calibrated simulator cost model (tests, what-if studies).
+    ``cost`` overrides the calibrated simulator cost model (tests, what-if studies). ``on_stale``: what
+    to do with a checkpoint written under another config, ``"refuse"`` (:class:`StaleCheckpoint`) or
+    ``"restart"`` (start over, as ``fresh``).
     """
+    if on_stale not in ("refuse", "restart"):
+        raise ValueError(f"on_stale = {on_stale!r} is not allowed: must be one of 'refuse', 'restart'")
     ep_cfg = training_config(cfg)
     total = cfg.rl.timesteps if timesteps is None else timesteps
     zip_path, _ = artifact_paths(Path(out_dir or paths.POLICIES) / name)
     run_dir = zip_path.with_suffix(".run")
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_zip, ckpt_json = run_dir / "checkpoint.zip", run_dir / "checkpoint.json"
+    expect = {"config_hash": cfg.hash(), "init": init}  # --timesteps may change: stop early or extend
+    stale = None if fresh else _stale(ckpt_json, expect)
+    if stale and on_stale == "restart":
+        log.warning("%s: starting %s over", stale, name)
+        fresh = True
+    elif stale:
+        raise StaleCheckpoint(f"{stale}: use another --name or pass --fresh to start over")
     if fresh:
         for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv"):
             p.unlink(missing_ok=True)
@@ -133,15 +156,9 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     seed = derive_seed(cfg.train.seed, "rl", name) % 2**31  # SB3 seeds numpy's legacy RNG: < 2**32
     env = DynamixEnv(ep_cfg, cost=cost)
     venv = WorkerVecEnv(env)
-    expect = {"config_hash": cfg.hash(), "init": init}  # --timesteps may change: stop early or extend
     episode0 = 0
     if ckpt_json.exists() and ckpt_zip.exists():
         state = json.loads(ckpt_json.read_text())
-        for key, want in expect.items():
-            if state.get(key) != want:
-                raise StaleCheckpoint(
-                    f"checkpoint {ckpt_json} has {key} = {state.get(key)!r}, this run has {want!r}: "
-                    "use another --name or pass --fresh to start over")
         model = ALGOS[cfg.rl.algo].load(ckpt_zip, env=venv, device="cpu")
         env.episode = state["episode"] - 1  # the first reset in learn() starts episode state["episode"]
         venv.seed(derive_seed(seed, "resume", state["timesteps"]) % 2**31)  # fresh, reproducible RNG stream
