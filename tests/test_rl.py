@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -325,11 +326,16 @@ def test_corrupt_or_mismatched_policy_refused(trained, tmp_path):
         policy.reset(dataclasses.replace(ctx, actions=ACTIONS, bounds=Bounds(32, 1024)))
 
 
-def test_checkpoint_from_another_config_is_refused(trained, cost):
+def test_checkpoint_from_another_config_is_refused_or_restarted_on_request(trained, cost, tmp_path):
     cfg, zip_path, _ = trained
     other = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, gamma=0.5))
     with pytest.raises(ConfigError, match="config_hash"):
         train_policy(other, "tiny", timesteps=32, out_dir=zip_path.parent, cost=cost, progress=False)
+    shutil.copytree(zip_path.parent, tmp_path / "policies")  # the pipeline's stages: start over instead
+    train_policy(other, "tiny", timesteps=8, out_dir=tmp_path / "policies", cost=cost, progress=False,
+                 on_stale="restart")
+    _, meta = load_policy(tmp_path / "policies" / "tiny.zip")
+    assert meta["training"]["rl"]["gamma"] == 0.5 and meta["training"]["timesteps"] < 32
 
 
 def test_policy_state_survives_an_arbitrator_restart(trained, cost):
