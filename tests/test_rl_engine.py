@@ -1,8 +1,8 @@
 """The RL environment over the real engine (``rl.backend: engine``): torchrun workers, decisions
 through the in-process gRPC arbitrator (dynamix.rl.engine_backend).
 
-Each episode launches a real 2-worker engine run (8-10 s to start on 2 cores); check_env, which
-resets several times, is in the slow tier.
+Each episode launches a real 2-worker engine run (8-10 s to start on 2 cores), so the default tier
+has one episode; check_env (several resets) and a training run end to end are in the slow tier.
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ from dynamix.rl.train import train_policy
 
 
 def engine_rl_cfg(**rl) -> config.Config:
-    """2 engine workers, a 16-unit MLP, windows of 4 iterations, ~6 windows per episode."""
+    """2 engine workers, a 16-unit MLP, windows of 4 iterations, episodes of 0.2 epochs (2-8 windows).
+    Episodes are epoch-budgeted (``return_shape: paper``): on the engine a time budget would make the
+    number of windows depend on the machine's load (the time budget itself is tested on the simulator)."""
     return config.load(overrides={
         "model": {"name": "mlp", "width": 0.0625},
         "data": {"augment": False},
         "batch": {"window": 4},
-        "rl": {"backend": "engine", "model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.2,
+        "rl": {"backend": "engine", "return_shape": "paper", "model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.2,
                "n_steps": 4, "batch_size": 8, "n_epochs": 1, "net_arch": [16], **rl},
     })
 
@@ -52,7 +54,7 @@ def test_engine_episode_trains_every_window_with_the_agents_sizes():
         obs, reward, done, _, info = env.step(action)
         decided.append(sizes)
         assert info["batch_sizes"] == sizes and np.isfinite(reward) and np.isfinite(info["worker_rewards"]).all()
-    assert 3 <= len(decided) and info["elapsed_s"] >= info["window_s"] > 0
+    assert len(decided) >= 2 and info["elapsed_s"] >= info["window_s"] > 0
     env.close()
     assert cluster.proc.poll() is not None, "the episode's engine run must be stopped"
     used = sizes_by_window(cluster.out)
@@ -70,10 +72,11 @@ def test_engine_env_passes_check_env():
         env.close()
 
 
+@pytest.mark.slow
 def test_train_policy_on_the_engine_end_to_end(tmp_path):
-    cfg = engine_rl_cfg(timesteps=16)
+    cfg = engine_rl_cfg(timesteps=32)
     path = train_policy(cfg, "engine-smoke", out_dir=tmp_path, progress=False)
     model, meta = load_policy(path)
-    assert meta["training"]["timesteps"] >= 16 and meta["training"]["rl"]["backend"] == "engine"
+    assert meta["training"]["timesteps"] >= 32 and meta["training"]["rl"]["backend"] == "engine"
     rows = list(csv.DictReader(open(path.with_suffix(".run") / "progress.csv")))
     assert rows and all(np.isfinite(float(r["return"])) for r in rows)
