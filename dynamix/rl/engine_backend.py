@@ -26,7 +26,6 @@ ones they are not reproducible bit for bit.
 
 from __future__ import annotations
 
-import logging
 import os
 import queue
 import signal
@@ -43,8 +42,6 @@ from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Decision
 from dynamix.rpc.arbitrator import Arbitrator, RunSettings
 from dynamix.rpc.server import ArbitratorServer
-
-log = logging.getLogger(__name__)
 
 DECISION_WAIT_S = 600.0
 """How long a worker waits for the agent's decision (the longest learner update we allow)."""
@@ -64,15 +61,14 @@ class BridgePolicy(BatchSizePolicy):
 
     name = "rl-bridge"
 
-    def __init__(self, wait_s: float = DECISION_WAIT_S) -> None:
-        self.wait_s = wait_s
+    def __init__(self) -> None:
         self.windows: queue.Queue[tuple[list[WorkerWindow], GlobalWindow]] = queue.Queue()
         self.answers: queue.Queue[Decision] = queue.Queue()
 
     def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
         self.windows.put((list(workers), glob))
-        # queue.Empty after wait_s becomes a policy failure at the arbitrator: the workers keep their sizes
-        return self.answers.get(timeout=self.wait_s)
+        # queue.Empty after DECISION_WAIT_S becomes a policy failure at the arbitrator: the workers keep their sizes
+        return self.answers.get(timeout=DECISION_WAIT_S)
 
 
 def engine_config(cfg: Config, spec: ClusterSpec, seed: int) -> Config:

@@ -144,7 +144,7 @@ class DynamixEnv(gym.Env):
 
     def close(self) -> None:
         """Stop the current episode's engine run (a simulated one needs nothing)."""
-        if self.cluster is not None and hasattr(self.cluster, "close"):
+        if self.cluster is not None:
             self.cluster.close()
         self.cluster = None
 

@@ -86,6 +86,9 @@ class VirtualCluster:
         self.window = 0
         self.test_loss, self.test_acc = math.nan, math.nan
 
+    def close(self) -> None:
+        """Nothing to release (the engine backend's run has processes; both are closed alike)."""
+
     @property
     def iteration(self) -> int:
         return self.trainer.iteration
