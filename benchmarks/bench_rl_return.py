@@ -7,8 +7,9 @@ fixed decision rules play whole episodes of :class:`dynamix.rl.env.DynamixEnv`:
 
 - ``keep``: every worker keeps ``batch.initial``;
 - ``shrink``: every worker steps down to ``batch.min`` (what the paper-shaped agent learned);
-- ``balance``: every worker steps towards ``B * thr_i / sum_j thr_j`` with ``B = N * batch.initial``
-  and ``thr_i = b_i / busy_i`` from the last window (LB-BSP's rule, same global batch).
+- ``balance``: every worker steps towards ``B * thr_i / sum_j thr_j``, ``B`` the current global batch
+  and ``thr_i = b_i / busy_i`` from the last window (LB-BSP's rule read off the state: the warm-start
+  teacher, :func:`dynamix.rl.warmstart.teacher_actions`).
 
 under (return_shape, time_signal) = (paper, busy), (time, busy), (time, imbalance). A return fit for
 "reach the target accuracy sooner" should rank ``balance`` first: it does the same samples per
@@ -26,6 +27,7 @@ import torch
 
 from dynamix import config
 from dynamix.rl.env import DynamixEnv, training_config
+from dynamix.rl.warmstart import teacher_actions
 
 SETTINGS = (("paper", "busy"), ("time", "busy"), ("time", "imbalance"))
 RULES = ("keep", "shrink", "balance")
@@ -33,19 +35,16 @@ RULES = ("keep", "shrink", "balance")
 
 def play(env: DynamixEnv, rule: str, seed: int) -> float:
     steps = np.array(env.steps)
-    _, info = env.reset(seed=seed)
+    obs, _ = env.reset(seed=seed)
     total, done = 0.0, False
     while not done:
         b = np.array(env.batch_sizes, dtype=float)
-        if rule == "keep":
-            target = np.full_like(b, env.cfg.batch.initial)
-        elif rule == "shrink":
-            target = np.full_like(b, env.cfg.batch.min)
+        if rule == "balance":
+            actions = teacher_actions(obs, env.steps, env.bounds)
         else:
-            thr = b / np.maximum(np.array(info["busy_ms"]), 1e-9)
-            target = len(b) * env.cfg.batch.initial * thr / thr.sum()
-        actions = [int(np.argmin(np.abs(bi + steps - ti))) for bi, ti in zip(b, target)]
-        _, reward, done, _, info = env.step(actions)
+            target = env.cfg.batch.initial if rule == "keep" else env.cfg.batch.min
+            actions = [int(np.argmin(np.abs(bi + steps - target))) for bi in b]
+        obs, reward, done, _, _ = env.step(actions)
         total += reward
     return total
 

@@ -257,7 +257,7 @@ class RLConfig:
     episodes and the domain-randomisation ranges of training clusters (:mod:`dynamix.rl.domain`)."""
 
     algo: str = setting("ppo", one_of("ppo", "simple"))  # simple: the paper's no-clip, no-advantage variant
-    timesteps: int = setting(6144, rng(1, None))  # per-worker transitions (one window of one worker each)
+    timesteps: int = setting(12288, rng(1, None))  # PPO per-worker transitions (one window of one worker each)
     n_steps: int = setting(64, rng(2, None))  # windows per worker per rollout: rollout = n_steps * workers
     batch_size: int = setting(64, rng(2, None))  # PPO minibatch (transitions)
     n_epochs: int = setting(4, rng(1, 100))  # PPO passes over each rollout (``simple``: always 1)
@@ -311,6 +311,14 @@ class RLConfig:
     # training episodes are budgeted the same way); "epochs": every policy gets the same epochs, so a
     # policy that takes larger batches stops after fewer updates and may never reach the target.
     eval_budget: str = setting("time", one_of("time", "epochs"))
+    # Before PPO, imitate a heuristic (dynamix.rl.warmstart): "lbbsp" = LB-BSP's load-balancing step read
+    # off the state, for warm_start_timesteps per-worker transitions of teacher episodes, fitted for
+    # warm_start_epochs passes; "none" = PPO from a random policy (the paper's way). lbbsp is the default:
+    # from scratch, which policy PPO reaches in this budget depended mostly on the seed (docs/rl.md).
+    warm_start: str = setting("lbbsp", one_of("none", "lbbsp"))
+    warm_start_timesteps: int = setting(1024, rng(1, None))
+    warm_start_epochs: int = setting(100, rng(1, 1000))
+    warm_start_lr: float = setting(1e-3, rng(1e-7, 1.0))  # Adam step size of the imitation fit
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The DYNAMIX agent: state spec, reward, environment (check_env, determinism), training end to end,
-policy artifacts (corrupt or mismatched files refused), domain randomisation.
+policy artifacts (corrupt or mismatched files refused), domain randomisation, the LB-BSP warm start.
 
 Everything runs real model math on the embedded CIFAR-10 subset with a 32-unit MLP, tiny batches
 and a fixed what-if cost model (so no calibration file is written), seconds per episode.
@@ -28,8 +28,9 @@ from dynamix.rl.artifact import PolicyArtifactError, artifact_paths, load_policy
 from dynamix.rl.domain import sample_cluster
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import time_weighted, worker_rewards
-from dynamix.rl.state import FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
+from dynamix.rl.state import FEATURE_NAMES, FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
 from dynamix.rl.train import PROGRESS_COLUMNS, train_policy
+from dynamix.rl.warmstart import teacher_actions, warm_start
 from dynamix.sim.costmodel import CostModel
 from dynamix.sim.run import simulate
 
@@ -37,13 +38,14 @@ ACTIONS = (-8, -2, 0, 2, 8)
 
 
 def rl_cfg(**rl) -> config.Config:
-    """2 workers, batches in [8, 64], windows of 2 iterations, ~4 windows per episode."""
+    """2 workers, batches in [8, 64], windows of 2 iterations, ~4 windows per episode; PPO from scratch
+    unless ``warm_start`` is given (the warm start has its own tests below)."""
     over = {
         "model": {"name": "mlp", "width": 0.0625},
         "batch": {"min": 8, "max": 64, "initial": 16, "window": 2, "actions": list(ACTIONS)},
         "train": {"threads": 1, "epochs": 0.03, "eval_every": 4, "eval_samples": 200},
         "rl": {"model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.025, "n_steps": 4,
-               "batch_size": 8, "n_epochs": 1, "timesteps": 16, "net_arch": [16], **rl},
+               "batch_size": 8, "n_epochs": 1, "timesteps": 16, "net_arch": [16], "warm_start": "none", **rl},
     }
     return config.load(overrides=over)
 
@@ -376,3 +378,66 @@ def test_simplified_variant_trains_and_loads(tmp_path, cost):
     model, meta = load_policy(out)
     assert isinstance(model, SimplePG) and meta["algo"] == "simple" and model.num_timesteps == 8
     assert model._n_updates == 1  # one simplified update per rollout
+
+
+# ---- warm start (rl.warm_start: lbbsp) ---------------------------------------------------------------
+
+PAPER_STEPS = (-100, -25, 0, 25, 100)
+
+
+def _obs(batches, targets, bounds=Bounds(32, 1024)) -> np.ndarray:
+    """Rows whose batch_log and lb_gap encode b_i and b*_i (the other features do not matter)."""
+    obs = np.zeros((len(batches), OBS_DIM), dtype=np.float32)
+    lo, hi = np.log2(bounds.min), np.log2(bounds.max)
+    obs[:, FEATURE_NAMES.index("batch_log")] = (np.log2(batches) - lo) / (hi - lo)
+    obs[:, FEATURE_NAMES.index("lb_gap")] = np.log2(np.asarray(targets, float) / np.asarray(batches, float))
+    return obs
+
+
+def test_teacher_takes_the_step_closest_to_the_lbbsp_split():
+    batches = [64, 64, 64, 256, 256, 32, 1024]
+    targets = [170, 92, 70, 150, 250, 16, 3000]
+    # +100 (164 is closest), +25 (89), stay (70 is nearer 64 than 89), -100 (156), stay (250: 231 is
+    # further), at the minimum every step down clamps to 32 (ties go to the smallest step: stay), at the max stay
+    expect = [100, 25, 0, -100, 0, 0, 0]
+    got = teacher_actions(_obs(batches, targets), PAPER_STEPS, Bounds(32, 1024))
+    assert [PAPER_STEPS[a] for a in got] == expect
+
+
+def _agreement(model, venv, episodes: int) -> tuple[float, set[int]]:
+    """Share of a fresh teacher rollout's decisions the policy (greedy) makes the same way."""
+    same, total, seen = 0, 0, set()
+    obs = venv.reset()
+    done = 0
+    while done < episodes:
+        teach = teacher_actions(obs, venv.env.steps, venv.env.bounds)
+        mine, _ = model.predict(obs, deterministic=True)
+        same += int((mine == teach).sum())
+        total += len(teach)
+        seen |= set(teach.tolist())
+        obs, _, dones, _ = venv.step(teach)
+        done += int(dones[0])
+    return same / total, seen
+
+
+def test_warm_started_policy_imitates_the_teacher(cost):
+    cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=128, net_arch=[64, 64])
+    venv = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
+    venv.seed(3)
+    model = make_algo(cfg.rl, venv, seed=3)
+    before, _ = _agreement(model, venv, episodes=8)
+    stats = warm_start(model, venv, cfg.rl, seed=3, progress=False)
+    after, seen = _agreement(model, venv, episodes=8)  # episodes the imitation never saw
+    assert stats["transitions"] >= 128 and stats["episodes"] >= 1
+    assert len(seen) >= 2  # the teacher does move batches on these clusters
+    assert after >= 0.8 and after > before + 0.2, (before, after)
+
+
+def test_train_policy_records_the_warm_start_in_the_artifact(cost, tmp_path):
+    cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=32, warm_start_epochs=2)
+    out = train_policy(cfg, "ws", timesteps=8, out_dir=tmp_path, cost=cost, progress=False)
+    training = json.loads(artifact_paths(out)[1].read_text())["training"]
+    assert training["timesteps"] == 8 and training["warm_start"]["teacher"] == "lbbsp"
+    assert training["warm_start"]["transitions"] >= 32
+    plain = train_policy(rl_cfg(), "plain", timesteps=8, out_dir=tmp_path, cost=cost, progress=False)
+    assert json.loads(artifact_paths(plain)[1].read_text())["training"]["warm_start"] is None

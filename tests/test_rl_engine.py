@@ -31,7 +31,7 @@ def engine_rl_cfg(**rl) -> config.Config:
         "data": {"augment": False},
         "batch": {"window": 4},
         "rl": {"backend": "engine", "return_shape": "paper", "model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.2,
-               "n_steps": 4, "batch_size": 8, "n_epochs": 1, "net_arch": [16], **rl},
+               "n_steps": 4, "batch_size": 8, "n_epochs": 1, "net_arch": [16], "warm_start": "none", **rl},
     })
 
 

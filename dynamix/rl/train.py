@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from tqdm.auto import tqdm
 
 from dynamix import config, paths
@@ -41,6 +42,7 @@ from dynamix.rl.algos import ALGOS, make_algo
 from dynamix.rl.artifact import artifact_paths, check_compatible, load_policy, save_policy
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import PART_NAMES
+from dynamix.rl.warmstart import warm_start
 from dynamix.policies.base import Bounds
 from dynamix.seeding import derive_seed
 from dynamix.sim.costmodel import CostModel
@@ -149,8 +151,9 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         fresh = True
     elif stale:
         raise StaleCheckpoint(f"{stale}: use another --name or pass --fresh to start over")
+    ws_json = run_dir / "warm_start.json"
     if fresh:
-        for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv"):
+        for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv", ws_json):
             p.unlink(missing_ok=True)
     torch.set_num_threads(cfg.train.threads or 1)
     seed = derive_seed(cfg.train.seed, "rl", name) % 2**31  # SB3 seeds numpy's legacy RNG: < 2**32
@@ -175,6 +178,9 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     else:
         venv.seed(seed)
         model = make_algo(cfg.rl, venv, seed)
+        if cfg.rl.warm_start != "none":
+            ws_json.write_text(json.dumps(warm_start(model, venv, cfg.rl, seed, progress)) + "\n")
+            env.episode = -1  # PPO's episodes count from 0, as progress.csv and a resume count them
         reset_timesteps = True
 
     def save_checkpoint(episode: int) -> None:
@@ -187,6 +193,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     remaining = total - (0 if reset_timesteps else model.num_timesteps)
     if remaining > 0:
         cb = _Progress(run_dir, total, cfg.rl.checkpoint_every, save_checkpoint, episode0, progress)
+        model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves an empty /tmp/SB3-* per run
         try:
             model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
         finally:
@@ -197,6 +204,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
         "episode_epochs": cfg.rl.episode_epochs, "workers": env.n_workers, "episodes": env.episode,
         "rl": dataclasses.asdict(cfg.rl),
+        "warm_start": json.loads(ws_json.read_text()) if ws_json.exists() and not init else None,
     }
     out = save_policy(model, zip_path, cfg, training)
     log.info("saved policy %s (%d timesteps)", out, model.num_timesteps)

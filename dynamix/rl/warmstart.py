@@ -1,0 +1,146 @@
+"""Warm start (``rl.warm_start: lbbsp``): imitate the LB-BSP rule before PPO, then let PPO improve on it.
+
+Why. With the few thousand PPO transitions two CPU cores afford, the policy PPO finds from a random
+start depends more on the training seed than on the reward (docs/rl.md, session 3): one seed in four
+gave an agent that did well on all validation clusters, the others cut every batch to the minimum or
+grew every batch alike. Balancing the load, which the reward ranks first on the training clusters
+(``benchmarks/bench_rl_return.py``), needs a different direction on every worker, and PPO rarely finds
+it in that budget. Starting PPO from a policy that already balances is the standard remedy for a
+sample-starved learner (behaviour cloning as initialisation, e.g. "kickstarting", Schmitt et al.
+2018; AlphaStar's supervised start): PPO then spends its transitions on what the teacher cannot do,
+such as growing batches where communication dominates. The paper trains from scratch; this is our
+choice, off with ``rl.warm_start: none``.
+
+The teacher is LB-BSP's allocation (Chen et al., SoCC'20) read off the observation itself: the state
+carries ``batch_log`` (b_i) and ``lb_gap`` = log2(b*_i / b_i), the batch that equalises busy times at
+the current global batch (:mod:`dynamix.rl.state`), so the teacher is a function of what the student
+sees and can be imitated exactly. Per worker it takes the step that brings b_i closest to b*_i
+(ties: the smallest step), so it keeps b_i within half a step of b*_i and then stands still.
+
+Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
+``rl.warm_start_timesteps`` per-worker transitions are collected (same domain randomisation as PPO's
+episodes), then fit the fresh PPO policy on them for ``rl.warm_start_epochs`` passes of minibatch
+Adam (step ``rl.warm_start_lr``) on
+
+    L = - mean_t log pi(a_teacher_t | s_t)  +  vf_coef * mean_t (V(s_t) - G_t)^2  -  ent_coef * mean_t H(pi(.|s_t))
+
+where G_t = sum_j gamma^j r_{t+j} is the teacher's discounted return to the end of its episode (the
+value head starts as a critic of the teacher, so PPO's first advantages are not noise that would undo
+the imitation). The entropy term is PPO's own, so imitation does not make the policy deterministic
+and PPO can still explore. These transitions are environment samples like PPO's: they are reported
+in the artifact's metadata (``training.warm_start``) beside PPO's ``timesteps``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3 import PPO
+from tqdm.auto import tqdm
+
+from dynamix.config import RLConfig
+from dynamix.policies.base import Bounds
+from dynamix.rl.env import WorkerVecEnv
+from dynamix.rl.state import FEATURE_NAMES
+
+log = logging.getLogger(__name__)
+
+_B, _GAP = FEATURE_NAMES.index("batch_log"), FEATURE_NAMES.index("lb_gap")
+
+
+def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds) -> np.ndarray:
+    """LB-BSP's step per worker: argmin_a |clamp(b_i + step_a) - b*_i|, ties to the smallest |step|.
+
+    ``obs`` is ``[N, OBS_DIM]`` (one row per worker); b_i and b*_i are decoded from ``batch_log`` and
+    ``lb_gap`` with the state spec's normalisation.
+    """
+    lo, hi = math.log2(bounds.min), math.log2(bounds.max)
+    b = np.exp2(lo + obs[:, _B].astype(np.float64) * (hi - lo))
+    target = b * np.exp2(obs[:, _GAP].astype(np.float64))
+    step = np.asarray(steps, dtype=np.float64)
+    cand = np.clip(b[:, None] + step[None, :], bounds.min, bounds.max)
+    # distance first, then |step|: np.lexsort sorts by the last key first
+    dist = np.round(np.abs(cand - target[:, None]), 6)
+    order = [np.lexsort((np.abs(step), d)) for d in dist]
+    return np.array([o[0] for o in order], dtype=np.int64)
+
+
+def collect(venv: WorkerVecEnv, transitions: int, gamma: float, progress: bool = True) -> dict[str, np.ndarray]:
+    """Roll the teacher for whole episodes until at least ``transitions`` per-worker transitions.
+
+    Returns flat arrays over (window, worker): ``obs``, ``actions`` (the teacher's), ``returns`` (G_t,
+    discounted to the end of the episode), and ``episodes`` (how many were rolled).
+    """
+    env = venv.env
+    obs_l, act_l, rew_l, done_l = [], [], [], []
+    obs = venv.reset()
+    bar = tqdm(total=transitions, unit="step", desc="warm start (LB-BSP)", mininterval=1.0, disable=not progress)
+    episodes = n = 0
+    while True:
+        act = teacher_actions(obs, env.steps, env.bounds)
+        nxt, rew, dones, _ = venv.step(act)
+        obs_l.append(obs), act_l.append(act), rew_l.append(rew), done_l.append(bool(dones[0]))
+        n += venv.num_envs
+        bar.update(venv.num_envs)
+        obs = nxt
+        if dones[0]:
+            episodes += 1
+            if n >= transitions:
+                break
+    bar.close()
+    rewards = np.asarray(rew_l, dtype=np.float64)  # [T, N]
+    returns = np.zeros_like(rewards)
+    g = np.zeros(rewards.shape[1])
+    for t in range(len(rewards) - 1, -1, -1):
+        g = rewards[t] + gamma * g * (not done_l[t])
+        returns[t] = g
+    return {"obs": np.concatenate(obs_l).astype(np.float32), "actions": np.concatenate(act_l),
+            "returns": returns.reshape(-1).astype(np.float32), "episodes": np.int64(episodes)}
+
+
+def imitate(model: PPO, data: dict[str, np.ndarray], rl: RLConfig, seed: int, stay: int) -> dict[str, float]:
+    """Fit ``model.policy`` to the teacher's actions and returns (module docstring); returns fit stats.
+
+    ``agreement`` is over all decisions; ``move_agreement`` over those where the teacher moves (action
+    ``stay``, the smallest step): the teacher mostly stands still, so the first alone says little."""
+    policy = model.policy
+    obs = torch.as_tensor(data["obs"])
+    act = torch.as_tensor(data["actions"])
+    ret = torch.as_tensor(data["returns"])
+    opt = torch.optim.Adam(policy.parameters(), lr=rl.warm_start_lr)
+    gen = torch.Generator().manual_seed(seed)
+    policy.set_training_mode(True)
+    for _ in range(rl.warm_start_epochs):
+        for idx in torch.randperm(len(obs), generator=gen).split(rl.batch_size):
+            values, log_prob, entropy = policy.evaluate_actions(obs[idx], act[idx])
+            loss = (-log_prob.mean() + rl.vf_coef * torch.nn.functional.mse_loss(values.flatten(), ret[idx])
+                    - rl.ent_coef * entropy.mean())
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+            opt.step()
+    policy.set_training_mode(False)
+    with torch.no_grad():
+        values, log_prob, _ = policy.evaluate_actions(obs, act)
+        greedy = policy.get_distribution(obs).distribution.probs.argmax(dim=1)
+    moved = act != stay
+    return {"agreement": float((greedy == act).float().mean()),
+            "move_agreement": float((greedy[moved] == act[moved]).float().mean()) if moved.any() else math.nan,
+            "teacher_prob": float(log_prob.exp().mean()),
+            "value_rmse": float(torch.sqrt(torch.mean((values.flatten() - ret) ** 2)))}
+
+
+def warm_start(model: PPO, venv: WorkerVecEnv, rl: RLConfig, seed: int, progress: bool = True) -> dict[str, Any]:
+    """Collect teacher episodes and fit ``model`` on them; returns what the artifact records."""
+    if rl.warm_start != "lbbsp":
+        raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
+    data = collect(venv, rl.warm_start_timesteps, rl.gamma, progress)
+    stats = imitate(model, data, rl, seed, stay=int(np.argmin(np.abs(venv.env.steps))))
+    out = {"teacher": "lbbsp", "transitions": int(len(data["actions"])), "episodes": int(data["episodes"]),
+           "epochs": rl.warm_start_epochs, **{k: round(v, 4) for k, v in stats.items()}}
+    log.info("warm start: %s", out)
+    return out
