@@ -14,9 +14,10 @@ another config is refused. ``--fresh`` starts over.
 
 Budget (measured here, 2 cores shared with other jobs): the default ``rl`` workload (mlp x0.25, 4
 workers, episodes of the 64-batch run's time for 1.5 epochs on the 10k-image embedded set, ~4-6
-windows) costs 0.1-1 s of real model math per window; the default 6144 per-worker transitions
-(1536 windows, ~340 episodes) took 13 minutes, 12288 about 25. That is small for PPO: the policy
-learns the reward's direct per-worker signal (see ``rl.time_signal``) only partly (docs/rl.md).
+windows) costs 0.1-1 s of real model math per window, 12-18 per-worker transitions per second: the
+warm start's 1024 teacher transitions take about a minute, the default 12288 PPO transitions 13-25
+minutes. That is small for PPO; the warm start (``rl.warm_start``, :mod:`dynamix.rl.warmstart`) is
+what makes the outcome depend less on the seed (docs/rl.md).
 """
 
 from __future__ import annotations

@@ -83,7 +83,10 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, progress: bool =
     while True:
         act = teacher_actions(obs, env.steps, env.bounds)
         nxt, rew, dones, _ = venv.step(act)
-        obs_l.append(obs), act_l.append(act), rew_l.append(rew), done_l.append(bool(dones[0]))
+        obs_l.append(obs)
+        act_l.append(act)
+        rew_l.append(rew)
+        done_l.append(bool(dones[0]))
         n += venv.num_envs
         bar.update(venv.num_envs)
         obs = nxt
