@@ -205,7 +205,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
         "episode_epochs": cfg.rl.episode_epochs, "workers": env.n_workers, "episodes": env.episode,
         "rl": dataclasses.asdict(cfg.rl),
-        "warm_start": json.loads(ws_json.read_text()) if ws_json.exists() and not init else None,
+        "warm_start": json.loads(ws_json.read_text()) if ws_json.exists() else None,
     }
     out = save_policy(model, zip_path, cfg, training)
     log.info("saved policy %s (%d timesteps)", out, model.num_timesteps)
