@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 
 from dynamix.config import RLConfig
 
@@ -62,4 +63,11 @@ def make_algo(rl: RLConfig, env, seed: int) -> PPO:
     )
     if rl.algo == "simple":
         kwargs.update(gae_lambda=1.0, n_epochs=1, normalize_advantage=False)
-    return ALGOS[rl.algo]("MlpPolicy", env, **kwargs)
+    model = ALGOS[rl.algo]("MlpPolicy", env, **kwargs)
+    model.set_logger(quiet_logger())
+    return model
+
+
+def quiet_logger() -> Logger:
+    """A logger that writes nowhere: SB3's default creates an empty ``/tmp/SB3-<date>`` folder per learn()."""
+    return Logger(folder=None, output_formats=[])

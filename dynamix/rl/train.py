@@ -34,12 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import Logger
 from tqdm.auto import tqdm
 
 from dynamix import config, paths
 from dynamix.config import Config
-from dynamix.rl.algos import ALGOS, make_algo
+from dynamix.rl.algos import ALGOS, make_algo, quiet_logger
 from dynamix.rl.artifact import artifact_paths, check_compatible, load_policy, save_policy
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import PART_NAMES
@@ -194,7 +193,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     remaining = total - (0 if reset_timesteps else model.num_timesteps)
     if remaining > 0:
         cb = _Progress(run_dir, total, cfg.rl.checkpoint_every, save_checkpoint, episode0, progress)
-        model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves an empty /tmp/SB3-* per run
+        model.set_logger(quiet_logger())  # a loaded model (resume, --init) comes with SB3's default logger
         try:
             model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
         finally:
