@@ -319,6 +319,9 @@ class RLConfig:
     warm_start_timesteps: int = setting(1024, rng(1, None))
     warm_start_epochs: int = setting(100, rng(1, 1000))
     warm_start_lr: float = setting(1e-3, rng(1e-7, 1.0))  # Adam step size of the imitation fit
+    # The teacher also grows: above this share of the iteration spent communicating it aims at twice
+    # LB-BSP's batch (a fixed per-iteration communication cost is amortised over more samples); 1 = never.
+    warm_start_grow: float = setting(1.0, rng(0.0, 1.0))
 
 
 @dataclass(frozen=True)

@@ -404,6 +404,16 @@ def test_teacher_takes_the_step_closest_to_the_lbbsp_split():
     assert [PAPER_STEPS[a] for a in got] == expect
 
 
+def test_teacher_grows_where_communication_dominates():
+    """rl.warm_start_grow: above that comm_frac the target is twice LB-BSP's batch, below it unchanged."""
+    obs = _obs([64, 64, 256], [64, 64, 256])
+    obs[:, FEATURE_NAMES.index("comm_frac")] = [0.5, 0.2, 0.5]
+    got = teacher_actions(obs, PAPER_STEPS, Bounds(32, 1024), grow_above=0.3)
+    # 128 wanted: +25 gives 89 (39 away), +100 gives 164 (36 away); balanced and compute-bound: stay; 512: +100
+    assert [PAPER_STEPS[a] for a in got] == [100, 0, 100]
+    assert [PAPER_STEPS[a] for a in teacher_actions(obs, PAPER_STEPS, Bounds(32, 1024))] == [0, 0, 0]  # default: never
+
+
 def _agreement(model, venv, episodes: int) -> tuple[float, set[int]]:
     """Share of a fresh teacher rollout's decisions the policy (greedy) makes the same way."""
     same, total, seen = 0, 0, set()

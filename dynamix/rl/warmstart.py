@@ -17,6 +17,14 @@ the current global batch (:mod:`dynamix.rl.state`), so the teacher is a function
 sees and can be imitated exactly. Per worker it takes the step that brings b_i closest to b*_i
 (ties: the smallest step), so it keeps b_i within half a step of b*_i and then stands still.
 
+LB-BSP keeps the global batch fixed, so it cannot help a cluster whose iteration is dominated by a
+fixed communication cost (a parameter server's link): there only a larger batch amortises it. With
+``rl.warm_start_grow`` = f below 1 the teacher aims at 2 b*_i whenever the worker's ``comm_frac``
+(comm_ms / iter_time_ms) exceeds f. Why doubling pays there: with compute C proportional to b and a
+fixed communication M, doubling b multiplies samples per second by 2 / (2 - comm_frac), e.g. 1.33x at
+comm_frac 0.5, while the compute-bound clusters (comm_frac ~0.1-0.2 in the training distribution)
+gain < 1.1x and are left to balancing. The teacher grows until comm_frac falls to about f.
+
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
 ``rl.warm_start_timesteps`` per-worker transitions are collected (same domain randomisation as PPO's
 episodes), then fit the fresh PPO policy on them for ``rl.warm_start_epochs`` passes of minibatch
@@ -49,18 +57,19 @@ from dynamix.rl.state import FEATURE_NAMES
 
 log = logging.getLogger(__name__)
 
-_B, _GAP = FEATURE_NAMES.index("batch_log"), FEATURE_NAMES.index("lb_gap")
+_B, _GAP, _COMM = (FEATURE_NAMES.index(f) for f in ("batch_log", "lb_gap", "comm_frac"))
 
 
-def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds) -> np.ndarray:
-    """LB-BSP's step per worker: argmin_a |clamp(b_i + step_a) - b*_i|, ties to the smallest |step|.
+def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, grow_above: float = 1.0) -> np.ndarray:
+    """LB-BSP's step per worker: argmin_a |clamp(b_i + step_a) - t_i|, ties to the smallest |step|.
 
     ``obs`` is ``[N, OBS_DIM]`` (one row per worker); b_i and b*_i are decoded from ``batch_log`` and
-    ``lb_gap`` with the state spec's normalisation.
+    ``lb_gap`` with the state spec's normalisation. The target t_i is b*_i, or 2 b*_i where the
+    worker's ``comm_frac`` exceeds ``grow_above`` (module docstring).
     """
     lo, hi = math.log2(bounds.min), math.log2(bounds.max)
     b = np.exp2(lo + obs[:, _B].astype(np.float64) * (hi - lo))
-    target = b * np.exp2(obs[:, _GAP].astype(np.float64))
+    target = b * np.exp2(obs[:, _GAP].astype(np.float64) + (obs[:, _COMM] > grow_above))
     step = np.asarray(steps, dtype=np.float64)
     cand = np.clip(b[:, None] + step[None, :], bounds.min, bounds.max)
     # distance first, then |step|: np.lexsort sorts by the last key first
@@ -69,7 +78,8 @@ def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds) -> 
     return np.array([o[0] for o in order], dtype=np.int64)
 
 
-def collect(venv: WorkerVecEnv, transitions: int, gamma: float, progress: bool = True) -> dict[str, np.ndarray]:
+def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: float = 1.0,
+            progress: bool = True) -> dict[str, np.ndarray]:
     """Roll the teacher for whole episodes until at least ``transitions`` per-worker transitions.
 
     Returns flat arrays over (window, worker): ``obs``, ``actions`` (the teacher's), ``returns`` (G_t,
@@ -81,7 +91,7 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, progress: bool =
     bar = tqdm(total=transitions, unit="step", desc="warm start (LB-BSP)", mininterval=1.0, disable=not progress)
     episodes = n = 0
     while True:
-        act = teacher_actions(obs, env.steps, env.bounds)
+        act = teacher_actions(obs, env.steps, env.bounds, grow_above)
         nxt, rew, dones, _ = venv.step(act)
         obs_l.append(obs)
         act_l.append(act)
@@ -141,9 +151,10 @@ def warm_start(model: PPO, venv: WorkerVecEnv, rl: RLConfig, seed: int, progress
     """Collect teacher episodes and fit ``model`` on them; returns what the artifact records."""
     if rl.warm_start != "lbbsp":
         raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
-    data = collect(venv, rl.warm_start_timesteps, rl.gamma, progress)
+    data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_grow, progress)
     stats = imitate(model, data, rl, seed, stay=int(np.argmin(np.abs(venv.env.steps))))
-    out = {"teacher": "lbbsp", "transitions": int(len(data["actions"])), "episodes": int(data["episodes"]),
-           "epochs": rl.warm_start_epochs, **{k: round(v, 4) for k, v in stats.items()}}
+    out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "transitions": int(len(data["actions"])),
+           "episodes": int(data["episodes"]), "epochs": rl.warm_start_epochs,
+           **{k: round(v, 4) for k, v in stats.items()}}
     log.info("warm start: %s", out)
     return out
