@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "arbitrator": ("dynamix.rpc.cli", "serve batch-size decisions to distributed workers over gRPC"),
     "launch": ("dynamix.engine.launch", "train on torch.distributed workers (torchrun): ring or parameter server"),
     "train-policy": ("dynamix.rl.train", "train the DYNAMIX PPO agent on randomised virtual clusters"),
+    "sample-clusters": ("dynamix.rl.cli_sample", "write cluster specs drawn from the agent's training distribution"),
     "evaluate": ("dynamix.rl.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
 }
 

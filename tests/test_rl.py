@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from stable_baselines3.common.env_checker import check_env
 
-from dynamix import config
+from dynamix import cli, config
+from dynamix import cluster as cluster_mod
 from dynamix.cluster import homogeneous
 from dynamix.config import ConfigError, RewardConfig
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
@@ -25,7 +26,7 @@ from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import Bounds, PolicyContext, make_policy
 from dynamix.rl.algos import make_algo
 from dynamix.rl.artifact import PolicyArtifactError, artifact_paths, load_policy
-from dynamix.rl.domain import sample_cluster
+from dynamix.rl.domain import sample_cluster, sample_set
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import time_weighted, worker_rewards
 from dynamix.rl.state import FEATURE_NAMES, FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
@@ -258,6 +259,25 @@ def test_domain_randomisation_is_seeded_and_within_ranges():
     assert len({s.speeds for s in many}) == 30 and {s.architecture.kind for s in many} == {"ring", "ps"}
     with pytest.raises(ConfigError, match=r"rl.speed"):
         sample_cluster(dataclasses.replace(rl, speed=(2.0, 1.0)), np.random.default_rng(0), 100)
+
+
+def test_sample_clusters_writes_a_seeded_validation_set_off_the_training_stream(tmp_path):
+    """`dynamix sample-clusters`: loadable specs, worker counts cycled, same seed same set, and not the
+    clusters training draws from the same seed."""
+    def draw(seed, out):
+        assert cli.main(["sample-clusters", "--profile", "smoke", "--n", "4", "--seed", str(seed),
+                         "--workers", "4", "6", "--out", str(out)]) == 0
+        return [cluster_mod.load(p) for p in sorted(out.glob("*.yaml"))]
+
+    a, again, other = draw(3, tmp_path / "a"), draw(3, tmp_path / "b"), draw(4, tmp_path / "c")
+    assert [s.name for s in a] == ["rand-00-4w", "rand-01-6w", "rand-02-4w", "rand-03-6w"]
+    assert [s.n_workers for s in a] == [4, 6, 4, 6]
+    assert a == again and a != other
+    rl = config.load(profile="smoke").rl
+    training = sample_cluster(rl, np.random.default_rng(3), 100)  # gymnasium's np_random(3) is this generator
+    assert training.speeds != a[0].speeds
+    with pytest.raises(ConfigError, match=r"n = 0"):
+        sample_set(rl, 0, 3, [4], 1.0, 1000, 64)
 
 
 # ---- training, artifacts, inference --------------------------------------------------------------------

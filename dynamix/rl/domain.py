@@ -14,11 +14,17 @@ event (slowdown by 0.2-0.6, or bandwidth drop by 0.05-0.5) on one random worker,
 uniform iteration of the first ``horizon_iters`` and lasting to the end or a random duration.
 
 Held-out evaluation clusters (``clusters/heldout/*.yaml``) are hand-written and never drawn here.
+:func:`sample_set` draws a *validation* set from the same distribution on a seed stream training
+never uses (``dynamix sample-clusters``): selecting a recipe on three hand-made validation clusters
+picked one that did not transfer (docs/rl.md, session 5), and many draws estimate how a policy does
+on the distribution it was trained for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -68,3 +74,30 @@ def sample_cluster(rl: RLConfig, rng: np.random.Generator, horizon_iters: int, n
         name=name, seed=int(rng.integers(0, 2**31 - 1)), architecture=arch, workers=workers,
         events=events, stragglers=stragglers, jitter=round(float(rng.uniform(*_range(rl, "jitter"))), 4),
     )
+
+
+HELD_ASIDE = 0x5A1D
+"""Second word of :func:`sample_set`'s seed sequence: training seeds its episodes from a single
+integer (gymnasium's ``np_random(seed)``), so ``SeedSequence([seed, HELD_ASIDE])`` is another stream."""
+
+
+def horizon_iters(epochs: float, n_train: int, n_workers: int, batch: int) -> int:
+    """Iterations of a run of ``epochs`` epochs at per-worker batch ``batch``: the window events start in."""
+    return max(1, int(epochs * n_train / (n_workers * batch)))
+
+
+def sample_set(rl: RLConfig, n: int, seed: int, workers: Sequence[int], epochs: float, n_train: int,
+               batch: int, prefix: str = "rand") -> list[ClusterSpec]:
+    """``n`` clusters from the training distribution, named ``{prefix}-{i:02d}-{N}w``; the i-th has
+    ``workers[i % len(workers)]`` workers and its events start within the first ``epochs`` epochs."""
+    if n < 1:
+        raise ConfigError(f"n = {n} clusters: must be >= 1")
+    if not workers or min(workers) < 1:
+        raise ConfigError(f"workers = {list(workers)}: each count must be >= 1")
+    rng = np.random.default_rng([seed, HELD_ASIDE])
+    specs = []
+    for i in range(n):
+        k = workers[i % len(workers)]
+        specs.append(sample_cluster(dataclasses.replace(rl, workers=k), rng,
+                                    horizon_iters(epochs, n_train, k, batch), name=f"{prefix}-{i:02d}-{k}w"))
+    return specs

@@ -40,7 +40,7 @@ from dynamix.cluster import ClusterSpec
 from dynamix.config import Config
 from dynamix.data import Cifar10, load_cifar10
 from dynamix.policies.base import Bounds
-from dynamix.rl.domain import sample_cluster
+from dynamix.rl.domain import horizon_iters, sample_cluster
 from dynamix.rl.reward import PART_NAMES, time_weighted, worker_rewards
 from dynamix.rl.state import OBS_DIM, OBS_HIGH, OBS_LOW, StateBuilder, apply_actions
 from dynamix.sim.cluster import VirtualCluster
@@ -99,7 +99,7 @@ class DynamixEnv(gym.Env):
         self.action_space = gym.spaces.MultiDiscrete([len(self.steps)] * self.n_workers)
         self.state = StateBuilder(self.bounds)
         self.n_train = len(self.data.train_y)
-        self._horizon_iters = max(1, int(cfg.rl.episode_epochs * self.n_train / (self.n_workers * cfg.batch.initial)))
+        self._horizon_iters = horizon_iters(cfg.rl.episode_epochs, self.n_train, self.n_workers, cfg.batch.initial)
         self.time_shaped = cfg.rl.return_shape == "time"
         self.ref_window_s = self.budget_s = math.inf
         self._elapsed_s = 0.0
