@@ -322,6 +322,9 @@ class RLConfig:
     # The teacher also grows: above this share of the iteration spent communicating it aims at twice
     # LB-BSP's batch (a fixed per-iteration communication cost is amortised over more samples); 1 = never.
     warm_start_grow: float = setting(1.0, rng(0.0, 1.0))
+    # The teacher splits a global batch of warm_start_batch samples by speed, as lbbsp:batch=m does;
+    # 0 = LB-BSP at the current global batch.
+    warm_start_batch: int = setting(0, rng(0, 65536))
 
 
 @dataclass(frozen=True)

@@ -434,6 +434,16 @@ def test_teacher_grows_where_communication_dominates():
     assert [PAPER_STEPS[a] for a in teacher_actions(obs, PAPER_STEPS, Bounds(32, 1024))] == [0, 0, 0]  # default: never
 
 
+def test_teacher_moves_the_global_batch_to_the_configured_size():
+    """rl.warm_start_batch = m: LB-BSP's split of m samples, reached in the action set's steps."""
+    obs = _obs([64, 64, 64, 64], [96, 32, 64, 64])  # B = 256; the split of 1024: 384, 128, 256, 256
+    got = teacher_actions(obs, PAPER_STEPS, Bounds(32, 1024), global_batch=1024)
+    assert [PAPER_STEPS[a] for a in got] == [100, 100, 100, 100]
+    obs = _obs([512, 128, 256, 128], [384, 128, 256, 256])  # B = 1024: w0 overshoots, w3 is short
+    got = teacher_actions(obs, PAPER_STEPS, Bounds(32, 1024), global_batch=1024)
+    assert [PAPER_STEPS[a] for a in got] == [-100, 0, 0, 100]
+
+
 def _agreement(model, venv, episodes: int) -> tuple[float, set[int]]:
     """Share of a fresh teacher rollout's decisions the policy (greedy) makes the same way."""
     same, total, seen = 0, 0, set()

@@ -25,6 +25,10 @@ fixed communication M, doubling b multiplies samples per second by 2 / (2 - comm
 comm_frac 0.5, while the compute-bound clusters (comm_frac ~0.1-0.2 in the training distribution)
 gain < 1.1x and are left to balancing. The teacher grows until comm_frac falls to about f.
 
+``rl.warm_start_batch`` = m > 0 moves the global batch instead: the teacher splits m samples as LB-BSP
+splits the current global batch B = sum_i b_i, t_i = b*_i m / B, as the heuristic ``lbbsp:batch=m``
+does in one jump; the teacher gets there in the action set's steps.
+
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
 ``rl.warm_start_timesteps`` per-worker transitions are collected (same domain randomisation as PPO's
 episodes), then fit the fresh PPO policy on them for ``rl.warm_start_epochs`` passes of minibatch
@@ -60,16 +64,19 @@ log = logging.getLogger(__name__)
 _B, _GAP, _COMM = (FEATURE_NAMES.index(f) for f in ("batch_log", "lb_gap", "comm_frac"))
 
 
-def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, grow_above: float = 1.0) -> np.ndarray:
+def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, grow_above: float = 1.0,
+                    global_batch: int = 0) -> np.ndarray:
     """LB-BSP's step per worker: argmin_a |clamp(b_i + step_a) - t_i|, ties to the smallest |step|.
 
-    ``obs`` is ``[N, OBS_DIM]`` (one row per worker); b_i and b*_i are decoded from ``batch_log`` and
-    ``lb_gap`` with the state spec's normalisation. The target t_i is b*_i, or 2 b*_i where the
-    worker's ``comm_frac`` exceeds ``grow_above`` (module docstring).
+    ``obs`` is ``[N, OBS_DIM]`` (one row per worker of one cluster); b_i and b*_i are decoded from
+    ``batch_log`` and ``lb_gap`` with the state spec's normalisation. The target t_i is b*_i, scaled
+    by ``global_batch`` / sum_i b_i when ``global_batch`` > 0, and doubled where the worker's
+    ``comm_frac`` exceeds ``grow_above`` (module docstring).
     """
     lo, hi = math.log2(bounds.min), math.log2(bounds.max)
     b = np.exp2(lo + obs[:, _B].astype(np.float64) * (hi - lo))
-    target = b * np.exp2(obs[:, _GAP].astype(np.float64) + (obs[:, _COMM] > grow_above))
+    scale = global_batch / b.sum() if global_batch else 1.0
+    target = scale * b * np.exp2(obs[:, _GAP].astype(np.float64) + (obs[:, _COMM] > grow_above))
     step = np.asarray(steps, dtype=np.float64)
     cand = np.clip(b[:, None] + step[None, :], bounds.min, bounds.max)
     # distance first, then |step|: np.lexsort sorts by the last key first
@@ -78,7 +85,7 @@ def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, gro
     return np.array([o[0] for o in order], dtype=np.int64)
 
 
-def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: float = 1.0,
+def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: float = 1.0, global_batch: int = 0,
             progress: bool = True) -> dict[str, np.ndarray]:
     """Roll the teacher for whole episodes until at least ``transitions`` per-worker transitions.
 
@@ -91,7 +98,7 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: floa
     bar = tqdm(total=transitions, unit="step", desc="warm start (LB-BSP)", mininterval=1.0, disable=not progress)
     episodes = n = 0
     while True:
-        act = teacher_actions(obs, env.steps, env.bounds, grow_above)
+        act = teacher_actions(obs, env.steps, env.bounds, grow_above, global_batch)
         nxt, rew, dones, _ = venv.step(act)
         obs_l.append(obs)
         act_l.append(act)
@@ -151,9 +158,9 @@ def warm_start(model: PPO, venv: WorkerVecEnv, rl: RLConfig, seed: int, progress
     """Collect teacher episodes and fit ``model`` on them; returns what the artifact records."""
     if rl.warm_start != "lbbsp":
         raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
-    data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_grow, progress)
+    data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_grow, rl.warm_start_batch, progress)
     stats = imitate(model, data, rl, seed, stay=int(np.argmin(np.abs(venv.env.steps))))
-    out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "transitions": int(len(data["actions"])),
+    out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch, "transitions": int(len(data["actions"])),
            "episodes": int(data["episodes"]), "epochs": rl.warm_start_epochs,
            **{k: round(v, 4) for k, v in stats.items()}}
     log.info("warm start: %s", out)
