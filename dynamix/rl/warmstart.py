@@ -160,8 +160,8 @@ def warm_start(model: PPO, venv: WorkerVecEnv, rl: RLConfig, seed: int, progress
         raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
     data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_grow, rl.warm_start_batch, progress)
     stats = imitate(model, data, rl, seed, stay=int(np.argmin(np.abs(venv.env.steps))))
-    out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch, "transitions": int(len(data["actions"])),
-           "episodes": int(data["episodes"]), "epochs": rl.warm_start_epochs,
+    out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch,
+           "transitions": int(len(data["actions"])), "episodes": int(data["episodes"]), "epochs": rl.warm_start_epochs,
            **{k: round(v, 4) for k, v in stats.items()}}
     log.info("warm start: %s", out)
     return out
