@@ -257,7 +257,7 @@ class RLConfig:
     episodes and the domain-randomisation ranges of training clusters (:mod:`dynamix.rl.domain`)."""
 
     algo: str = setting("ppo", one_of("ppo", "simple"))  # simple: the paper's no-clip, no-advantage variant
-    timesteps: int = setting(12288, rng(1, None))  # PPO per-worker transitions (one window of one worker each)
+    timesteps: int = setting(2048, rng(1, None))  # PPO per-worker transitions (one window of one worker each)
     n_steps: int = setting(64, rng(2, None))  # windows per worker per rollout: rollout = n_steps * workers
     batch_size: int = setting(64, rng(2, None))  # PPO minibatch (transitions)
     n_epochs: int = setting(4, rng(1, 100))  # PPO passes over each rollout (``simple``: always 1)
@@ -323,8 +323,8 @@ class RLConfig:
     # LB-BSP's batch (a fixed per-iteration communication cost is amortised over more samples); 1 = never.
     warm_start_grow: float = setting(1.0, rng(0.0, 1.0))
     # The teacher splits a global batch of warm_start_batch samples by speed, as lbbsp:batch=m does;
-    # 0 = LB-BSP at the current global batch.
-    warm_start_batch: int = setting(0, rng(0, 65536))
+    # 0 = LB-BSP at the current global batch. 512 was selected on a sampled validation set (docs/rl.md).
+    warm_start_batch: int = setting(512, rng(0, 65536))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ def rl_cfg(**rl) -> config.Config:
         "batch": {"min": 8, "max": 64, "initial": 16, "window": 2, "actions": list(ACTIONS)},
         "train": {"threads": 1, "epochs": 0.03, "eval_every": 4, "eval_samples": 200},
         "rl": {"model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.025, "n_steps": 4,
-               "batch_size": 8, "n_epochs": 1, "timesteps": 16, "net_arch": [16], "warm_start": "none", **rl},
+               "batch_size": 8, "n_epochs": 1, "timesteps": 16, "net_arch": [16], "warm_start": "none",
+               "warm_start_batch": 64, **rl},  # the default 512 exceeds what these bounds allow 2 workers
     }
     return config.load(overrides=over)
 
@@ -444,13 +445,13 @@ def test_teacher_moves_the_global_batch_to_the_configured_size():
     assert [PAPER_STEPS[a] for a in got] == [-100, 0, 0, 100]
 
 
-def _agreement(model, venv, episodes: int) -> tuple[float, set[int]]:
+def _agreement(model, venv, rl, episodes: int) -> tuple[float, set[int]]:
     """Share of a fresh teacher rollout's decisions the policy (greedy) makes the same way."""
     same, total, seen = 0, 0, set()
     obs = venv.reset()
     done = 0
     while done < episodes:
-        teach = teacher_actions(obs, venv.env.steps, venv.env.bounds)
+        teach = teacher_actions(obs, venv.env.steps, venv.env.bounds, rl.warm_start_grow, rl.warm_start_batch)
         mine, _ = model.predict(obs, deterministic=True)
         same += int((mine == teach).sum())
         total += len(teach)
@@ -465,9 +466,9 @@ def test_warm_started_policy_imitates_the_teacher(cost):
     venv = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
     venv.seed(3)
     model = make_algo(cfg.rl, venv, seed=3)
-    before, _ = _agreement(model, venv, episodes=8)
+    before, _ = _agreement(model, venv, cfg.rl, episodes=8)
     stats = warm_start(model, venv, cfg.rl, seed=3, progress=False)
-    after, seen = _agreement(model, venv, episodes=8)  # episodes the imitation never saw
+    after, seen = _agreement(model, venv, cfg.rl, episodes=8)  # episodes the imitation never saw
     assert stats["transitions"] >= 128 and stats["episodes"] >= 1
     assert len(seen) >= 2  # the teacher does move batches on these clusters
     assert after >= 0.8 and after > before + 0.2, (before, after)
