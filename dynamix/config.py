@@ -325,6 +325,10 @@ class RLConfig:
     # The teacher splits a global batch of warm_start_batch samples by speed, as lbbsp:batch=m does;
     # 0 = LB-BSP at the current global batch. 512 was selected on a sampled validation set (docs/rl.md).
     warm_start_batch: int = setting(512, rng(0, 65536))
+    # Worker counts the teacher's episodes are drawn at (split evenly); empty = rl.workers only. PPO's
+    # VecEnv has one slot per worker, so PPO trains at rl.workers alone; the imitation has no such limit,
+    # and the teacher's split of a fixed global batch depends on N (dynamix/rl/warmstart.py).
+    warm_start_workers: tuple[int, ...] = setting((), rng(1, 256))
 
 
 @dataclass(frozen=True)

@@ -467,7 +467,7 @@ def test_warm_started_policy_imitates_the_teacher(cost):
     venv.seed(3)
     model = make_algo(cfg.rl, venv, seed=3)
     before, _ = _agreement(model, venv, cfg.rl, episodes=8)
-    stats = warm_start(model, venv, cfg.rl, seed=3, progress=False)
+    stats = warm_start(model, [venv], cfg.rl, seed=3, progress=False)
     after, seen = _agreement(model, venv, cfg.rl, episodes=8)  # episodes the imitation never saw
     assert stats["transitions"] >= 128 and stats["episodes"] >= 1
     assert len(seen) >= 2  # the teacher does move batches on these clusters
@@ -482,3 +482,22 @@ def test_train_policy_records_the_warm_start_in_the_artifact(cost, tmp_path):
     assert training["warm_start"]["transitions"] >= 32
     plain = train_policy(rl_cfg(), "plain", timesteps=8, out_dir=tmp_path, cost=cost, progress=False)
     assert json.loads(artifact_paths(plain)[1].read_text())["training"]["warm_start"] is None
+
+
+def test_teacher_episodes_at_several_worker_counts_teach_the_split_at_each(cost):
+    """rl.warm_start_workers: the split of a fixed global batch depends on N; imitating at N = 2 and 3
+    matches the teacher on unseen 3-worker episodes better than imitating at N = 2 alone."""
+    cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=256, net_arch=[64, 64])
+    two = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
+    three_cfg = training_config(rl_cfg(workers=3))
+    three = WorkerVecEnv(DynamixEnv(three_cfg, data=two.env.data, cost=cost))
+    got = {}
+    for name, venvs in {"2": [two], "2+3": [two, three]}.items():
+        two.seed(3)
+        three.seed(4)
+        model = make_algo(cfg.rl, two, seed=3)
+        stats = warm_start(model, venvs, cfg.rl, seed=3, progress=False)
+        assert stats["workers"] == [int(n) for n in name.split("+")] and stats["transitions"] >= 256
+        three.seed(99)  # episodes neither imitation saw
+        got[name], _ = _agreement(model, three, cfg.rl, episodes=8)
+    assert got["2+3"] >= 0.8 and got["2+3"] > got["2"] + 0.2, got

@@ -126,6 +126,24 @@ def _truncate_progress(csv_path: Path, timesteps: int) -> None:
         w.writerows(rows)
 
 
+def _teacher_venvs(ep_cfg: Config, venv: WorkerVecEnv, cost: CostModel | None, seed: int) -> list[WorkerVecEnv]:
+    """Where the warm start's teacher plays: PPO's own ``venv``, or with ``rl.warm_start_workers`` one
+    VecEnv per listed worker count (PPO's reused where N matches), each seeded from ``seed`` and N."""
+    counts = ep_cfg.rl.warm_start_workers
+    if not counts:
+        return [venv]
+    out = []
+    for n in counts:
+        if n == venv.num_envs:
+            out.append(venv)
+            continue
+        other = dataclasses.replace(ep_cfg, rl=dataclasses.replace(ep_cfg.rl, workers=n))
+        v = WorkerVecEnv(DynamixEnv(other, data=venv.env.data, cost=cost))
+        v.seed(derive_seed(seed, "warm-start-workers", n) % 2**31)
+        out.append(v)
+    return out
+
+
 def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str | None = None,
                  fresh: bool = False, out_dir: str | os.PathLike | None = None, cost: CostModel | None = None,
                  progress: bool = True, on_stale: str = "refuse") -> Path:
@@ -179,7 +197,8 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         venv.seed(seed)
         model = make_algo(cfg.rl, venv, seed)
         if cfg.rl.warm_start != "none":
-            ws_json.write_text(json.dumps(warm_start(model, venv, cfg.rl, seed, progress)) + "\n")
+            ws_json.write_text(json.dumps(warm_start(model, _teacher_venvs(ep_cfg, venv, cost, seed), cfg.rl, seed,
+                                                     progress)) + "\n")
             env.episode = -1  # PPO's episodes count from 0, as progress.csv and a resume count them
         reset_timesteps = True
 

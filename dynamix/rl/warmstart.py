@@ -27,7 +27,13 @@ gain < 1.1x and are left to balancing. The teacher grows until comm_frac falls t
 
 ``rl.warm_start_batch`` = m > 0 moves the global batch instead: the teacher splits m samples as LB-BSP
 splits the current global batch B = sum_i b_i, t_i = b*_i m / B, as the heuristic ``lbbsp:batch=m``
-does in one jump; the teacher gets there in the action set's steps.
+does in one jump; the teacher gets there in the action set's steps. That target depends on the
+worker count N (512 is 128 per worker at N = 4, 85 at N = 6), which the state carries (``g_workers``,
+``g_batch_log``). PPO's VecEnv has one slot per worker, so PPO trains at a single N (``rl.workers``);
+a policy imitated at that N alone never sees ``g_workers`` change and applies the N = 4 split
+everywhere (docs/rl.md, session 7: 139 per worker on a 6-worker cluster, 834 in all).
+``rl.warm_start_workers`` = (4, 5, 6) draws the teacher's episodes at each of those N instead,
+an equal share of ``rl.warm_start_timesteps`` each.
 
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
 ``rl.warm_start_timesteps`` per-worker transitions are collected (same domain randomisation as PPO's
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -154,14 +161,19 @@ def imitate(model: PPO, data: dict[str, np.ndarray], rl: RLConfig, seed: int, st
             "value_rmse": float(torch.sqrt(torch.mean((values.flatten() - ret) ** 2)))}
 
 
-def warm_start(model: PPO, venv: WorkerVecEnv, rl: RLConfig, seed: int, progress: bool = True) -> dict[str, Any]:
-    """Collect teacher episodes and fit ``model`` on them; returns what the artifact records."""
+def warm_start(model: PPO, venvs: Sequence[WorkerVecEnv], rl: RLConfig, seed: int,
+               progress: bool = True) -> dict[str, Any]:
+    """Collect teacher episodes in each of ``venvs`` (one per worker count, an equal share of
+    ``rl.warm_start_timesteps`` each) and fit ``model`` on all of them; returns what the artifact records."""
     if rl.warm_start != "lbbsp":
         raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
-    data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_grow, rl.warm_start_batch, progress)
-    stats = imitate(model, data, rl, seed, stay=int(np.argmin(np.abs(venv.env.steps))))
+    share = math.ceil(rl.warm_start_timesteps / len(venvs))
+    parts = [collect(v, share, rl.gamma, rl.warm_start_grow, rl.warm_start_batch, progress) for v in venvs]
+    data = {k: np.concatenate([p[k] for p in parts]) for k in ("obs", "actions", "returns")}
+    stats = imitate(model, data, rl, seed, stay=int(np.argmin(np.abs(venvs[0].env.steps))))
     out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch,
-           "transitions": int(len(data["actions"])), "episodes": int(data["episodes"]), "epochs": rl.warm_start_epochs,
+           "workers": [v.num_envs for v in venvs], "transitions": int(len(data["actions"])),
+           "episodes": int(sum(p["episodes"] for p in parts)), "epochs": rl.warm_start_epochs,
            **{k: round(v, 4) for k, v in stats.items()}}
     log.info("warm start: %s", out)
     return out
