@@ -33,7 +33,9 @@ worker count N (512 is 128 per worker at N = 4, 85 at N = 6), which the state ca
 a policy imitated at that N alone never sees ``g_workers`` change and applies the N = 4 split
 everywhere (docs/rl.md, session 7: 139 per worker on a 6-worker cluster, 834 in all).
 ``rl.warm_start_workers`` = (4, 5, 6) draws the teacher's episodes at each of those N instead,
-an equal share of ``rl.warm_start_timesteps`` each.
+an equal share of ``rl.warm_start_timesteps`` each. It is off by default: the policy it gives keeps
+512 on 6 workers as taught, and that was slower on the sampled validation set (12 against 14 of 20
+pass) than the 4-worker policy's ~130 per worker (docs/rl.md, session 7).
 
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
 ``rl.warm_start_timesteps`` per-worker transitions are collected (same domain randomisation as PPO's
