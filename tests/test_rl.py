@@ -30,7 +30,7 @@ from dynamix.rl.domain import sample_cluster, sample_set
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import time_weighted, worker_rewards
 from dynamix.rl.state import FEATURE_NAMES, FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
-from dynamix.rl.train import PROGRESS_COLUMNS, train_policy
+from dynamix.rl.train import PROGRESS_COLUMNS, teacher_venvs, train_policy
 from dynamix.rl.warmstart import teacher_actions, warm_start
 from dynamix.sim.costmodel import CostModel
 from dynamix.sim.run import simulate
@@ -487,12 +487,14 @@ def test_train_policy_records_the_warm_start_in_the_artifact(cost, tmp_path):
 def test_teacher_episodes_at_several_worker_counts_teach_the_split_at_each(cost):
     """rl.warm_start_workers: the split of a fixed global batch depends on N; imitating at N = 2 and 3
     matches the teacher on unseen 3-worker episodes better than imitating at N = 2 alone."""
-    cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=256, net_arch=[64, 64])
-    two = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
-    three_cfg = training_config(rl_cfg(workers=3))
-    three = WorkerVecEnv(DynamixEnv(three_cfg, data=two.env.data, cost=cost))
+    cfg = training_config(rl_cfg(warm_start="lbbsp", warm_start_timesteps=256, net_arch=[64, 64],
+                                 warm_start_workers=[2, 3]))
+    two = WorkerVecEnv(DynamixEnv(cfg, cost=cost))
+    both = teacher_venvs(cfg, two, cost, seed=3)  # what train_policy hands the warm start
+    assert [v.num_envs for v in both] == [2, 3] and both[0] is two
+    three = both[1]
     got = {}
-    for name, venvs in {"2": [two], "2+3": [two, three]}.items():
+    for name, venvs in {"2": [two], "2+3": both}.items():
         two.seed(3)
         three.seed(4)
         model = make_algo(cfg.rl, two, seed=3)

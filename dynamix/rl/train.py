@@ -126,8 +126,8 @@ def _truncate_progress(csv_path: Path, timesteps: int) -> None:
         w.writerows(rows)
 
 
-def _teacher_venvs(ep_cfg: Config, venv: WorkerVecEnv, cost: CostModel | None,
-                   seed: int) -> list[WorkerVecEnv]:
+def teacher_venvs(ep_cfg: Config, venv: WorkerVecEnv, cost: CostModel | None,
+                  seed: int) -> list[WorkerVecEnv]:
     """Where the warm start's teacher plays: PPO's own ``venv``, or with ``rl.warm_start_workers`` one
     VecEnv per listed worker count (PPO's reused where N matches), each seeded from ``seed`` and N."""
     counts = ep_cfg.rl.warm_start_workers
@@ -198,7 +198,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         venv.seed(seed)
         model = make_algo(cfg.rl, venv, seed)
         if cfg.rl.warm_start != "none":
-            teachers = _teacher_venvs(ep_cfg, venv, cost, seed)
+            teachers = teacher_venvs(ep_cfg, venv, cost, seed)
             ws_json.write_text(json.dumps(warm_start(model, teachers, cfg.rl, seed, progress)) + "\n")
             env.episode = -1  # PPO's episodes count from 0, as progress.csv and a resume count them
         reset_timesteps = True
