@@ -225,10 +225,11 @@ class ExperimentsConfig:
     # Budget of every simulated run, in epochs of the training set (0: train.epochs / train.max_iters).
     # Epochs, not iterations, so a policy that grows the batch does not get more samples for free.
     epochs: float = setting(0.0, rng(0.0, 10000.0))
-    # Test-set evaluation of every simulated run in the experiments (overrides train.eval_*): frequent
-    # enough that time to target is not quantised by the cadence (large batches do few iterations).
-    eval_every: int = setting(5, rng(1, None))  # iterations between evaluations
-    eval_samples: int = setting(1000, rng(0, None))  # test images per evaluation (0: all)
+    # Test-set evaluation of every simulated run in the experiments (overrides train.eval_*). runs.csv
+    # keeps the last test of each window, and time to target interpolates between windows
+    # (dynamix.rl.evaluate.time_to_target), so testing more often than batch.window buys nothing.
+    eval_every: int = setting(10, rng(1, None))  # iterations between evaluations (runs.csv keeps the last per window)
+    eval_samples: int = setting(0, rng(0, None))  # test images per evaluation (0: all)
     baselines: BaselinesExperiment = field(default_factory=BaselinesExperiment)
     policy_training: PolicyTrainingExperiment = field(default_factory=PolicyTrainingExperiment)
     inference: InferenceExperiment = field(default_factory=InferenceExperiment)

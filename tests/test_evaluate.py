@@ -13,7 +13,7 @@ from dynamix import config
 from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
 from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.models import build_model, gradient_bytes
-from dynamix.rl.evaluate import compare, evaluate
+from dynamix.rl.evaluate import compare, evaluate, time_to_target
 from dynamix.sim.costmodel import CostModel
 
 REQUIRED = ["policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s", "target_accuracy"]
@@ -44,10 +44,32 @@ def test_evaluate_writes_the_contract_and_derives_the_target(setup, tmp_path):
         run = runs[(runs.policy == r.policy) & (runs.seed == r.seed)].drop_duplicates("window")
         assert r.total_time_s == run["elapsed_s"].iloc[-1]
         reached = run[run["test_acc"] >= r.target_accuracy]
-        assert (math.isnan(r.time_to_target_s) and reached.empty) or r.time_to_target_s == reached["elapsed_s"].iloc[0]
+        if reached.empty:
+            assert math.isnan(r.time_to_target_s)
+        else:  # within the window that first reaches the target (interpolated, see the next test)
+            i = run.index.get_loc(reached.index[0])
+            start = run["elapsed_s"].iloc[i - 1] if i else reached["elapsed_s"].iloc[0]
+            assert start <= r.time_to_target_s <= reached["elapsed_s"].iloc[0]
     # same epoch budget: 4x smaller batches take ~4x the iterations
     its = summary.groupby("policy")["iterations"].max()
     assert its["static:8"] >= 3 * its["static:32"]
+
+
+def _windows(accs, times):
+    return pd.DataFrame({"window": range(len(accs)), "elapsed_s": times, "test_acc": accs})
+
+
+def test_time_to_target_interpolates_the_crossing_within_the_window():
+    # 0.30 at 2 s, 0.50 at 3 s: 0.40 is crossed halfway, at 2.5 s, not at the window's end (3 s)
+    assert time_to_target(_windows([np.nan, 0.3, 0.5, 0.45], [1, 2, 3, 4]), 0.4) == pytest.approx(2.5)
+    assert time_to_target(_windows([0.2, 0.3, 0.5], [1, 2, 3]), 0.45) == pytest.approx(2.75)
+    assert time_to_target(_windows([0.2, 0.3, 0.5], [1, 2, 3]), 0.5) == pytest.approx(3.0)  # met exactly at a test
+    # met at the first test: no earlier measurement to interpolate from, so that test's time
+    assert time_to_target(_windows([np.nan, 0.6, 0.7], [1, 2, 3]), 0.4) == 2
+    assert math.isnan(time_to_target(_windows([0.1, 0.2, 0.2], [2, 4, 6]), 0.4))
+    # rows are per (window, rank): duplicates of a window count once
+    runs = pd.concat([_windows([0.3, 0.5], [2, 4])] * 3).sort_values("window", kind="stable")
+    assert time_to_target(runs, 0.4) == pytest.approx(3.0)
 
 
 def test_unreachable_target_leaves_time_empty_and_cache_reuses_runs(setup, tmp_path):
@@ -88,6 +110,23 @@ def test_compare_ratios_against_static_median_and_baselines():
     assert table["ratio_vs_lbbsp"] == pytest.approx(0.5) and table["ratio_vs_gns"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="not in the summary"):
         compare(pd.DataFrame(rows), "dynamix:y")
+
+
+def test_compare_bootstrap_interval_brackets_the_ratio_and_widens_with_seed_noise():
+    def summary(agent_times):
+        rows = [{"cluster": "c", "policy": p, "seed": k, "time_to_target_s": t, "final_accuracy": 0.5,
+                 "total_time_s": 30.0}
+                for p, times in [("dynamix:x", agent_times), ("static:32", [10.0] * 5), ("static:64", [20.0] * 5),
+                                 ("static:128", [25.0] * 5)]
+                for k, t in enumerate(times)]
+        return compare(pd.DataFrame(rows), "dynamix:x", baselines=()).iloc[0]
+
+    steady = summary([14.0] * 5)  # every seed alike: nothing to resample, the interval is the point
+    assert steady["ratio_ci_low"] == steady["ratio_ci_high"] == pytest.approx(0.7)
+    noisy = summary([8.0, 12.0, 14.0, 16.0, 20.0])
+    assert noisy["ratio_vs_median_static"] == pytest.approx(0.7)
+    assert noisy["ratio_ci_low"] <= 0.7 <= noisy["ratio_ci_high"]
+    assert noisy["ratio_ci_low"] < 0.5 and noisy["ratio_ci_high"] > 0.9  # five noisy seeds cannot settle 0.7
 
 
 def test_time_budget_gives_every_policy_the_reference_runs_clock(setup, tmp_path):

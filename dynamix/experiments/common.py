@@ -298,15 +298,16 @@ def read_manifest(out_dir: Path) -> dict:
     return json.loads((Path(out_dir) / "manifest.json").read_text())
 
 
-def run_summary(runs: pd.DataFrame, keys: list[str], target_accuracy: float | None = None) -> pd.DataFrame:
+def run_summary(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """One row per run (``run_id``) of a runs.csv frame, with ``keys`` and ``seed`` and:
 
     - ``final_accuracy``: the last test accuracy evaluated (fraction in [0, 1]);
     - ``total_time_s``: the run's (virtual) duration;
     - ``throughput_samples_per_s``: samples processed over the whole run / total_time_s, where a
-      window contributes global_batch x (iterations in that window);
-    - with ``target_accuracy``: ``time_to_target_s``, the elapsed time at the end of the first window
-      whose test accuracy reaches the target (NaN if never), and ``target_accuracy`` itself.
+      window contributes global_batch x (iterations in that window).
+
+    Time to target is added per group by :func:`dynamix.rl.evaluate.set_targets`, the project's one
+    definition of it.
     """
     rows = []
     for rid, run in runs.groupby("run_id", sort=False):
@@ -318,10 +319,6 @@ def run_summary(runs: pd.DataFrame, keys: list[str], target_accuracy: float | No
         row["final_accuracy"] = float(acc.iloc[-1]) if len(acc) else math.nan
         row["total_time_s"] = total_s
         row["throughput_samples_per_s"] = float((w["global_batch"] * iters).sum()) / total_s if total_s > 0 else math.nan
-        if target_accuracy is not None:
-            hit = w[w["test_acc"] >= target_accuracy]
-            row["time_to_target_s"] = float(hit["elapsed_s"].iloc[0]) if len(hit) else math.nan
-            row["target_accuracy"] = target_accuracy
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -7,8 +7,9 @@ policy_training stage (``<results>/policies/<name>.zip``).
 
 Time to target and the run budget follow :mod:`dynamix.rl.evaluate` (one definition for the
 project): per cluster and workload, target = ``rl.target_fraction`` x the best policy's mean final
-accuracy (or ``rl.target_accuracy`` when set); a run's time to target is the virtual time of its first
-evaluation at or above it (empty when never reached); with ``rl.eval_budget: time`` every run has the
+accuracy (or ``rl.target_accuracy`` when set); a run's time to target is when its test accuracy first
+reaches it, interpolated between window ends (:func:`dynamix.rl.evaluate.time_to_target`; empty when
+never reached); with ``rl.eval_budget: time`` every run has the
 virtual time the static ``batch.initial`` run needs for ``experiments.epochs`` (:func:`common.budgeted`).
 
 Then one end-to-end run of the real engine (``engine_iters`` iterations, 4 torchrun workers emulating

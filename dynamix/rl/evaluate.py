@@ -12,9 +12,9 @@ iterations, mean_global_batch``. All times are the simulator's virtual seconds.
 cluster. Otherwise it is set per cluster as ``rl.target_fraction`` (default 0.9) x the best mean
 final test accuracy, where the mean is over seeds and the best is over the evaluated policies: a
 level the best policy reliably reaches, so every policy's time to it is comparable.
-``time_to_target_s`` is the virtual time of the first test evaluation (every ``train.eval_every``
-iterations) at or above the target, empty when never reached. Evaluate at a fine cadence (e.g.
-``--set train.eval_every=10``) so large-batch runs, which do fewer iterations, are not timed coarsely.
+``time_to_target_s`` is when the test accuracy, recorded at the end of every window, first reaches
+the target, interpolated linearly between the window below it and the one at or above it
+(:func:`time_to_target`); empty when never reached.
 
 **Budget** (``rl.eval_budget`` or ``--budget``). ``time`` (default): on each cluster every run gets the
 same virtual time, ``budget_s`` = the time the reference ``static:<batch.initial>`` run (seed 0) needs
@@ -50,6 +50,7 @@ from dynamix.config import Config
 from dynamix.data import load_cifar10
 from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.policies.base import make_policy
+from dynamix.seeding import derive_seed
 from dynamix.sim.costmodel import CostModel
 
 log = logging.getLogger(__name__)
@@ -75,10 +76,31 @@ def _run_summary(frame: pd.DataFrame) -> dict:
 
 
 def time_to_target(frame: pd.DataFrame, target: float) -> float:
-    """First virtual time (s) a test evaluation reaches ``target``; NaN if never."""
+    """When test accuracy first reaches ``target`` (virtual s); NaN if never.
+
+    A run records one test accuracy per window, at its end (``batch.window`` iterations apart), so the
+    first window at or above the target only bounds the crossing: reading its end time would quantise
+    every time to target by a whole window, a tenth or more of a short evaluation run, and ratios of
+    such times jump by that much between neighbouring windows. The crossing is instead interpolated
+    linearly between the window before, (t0, a0), and the first window at or above the target, (t1, a1):
+
+        t* = t0 + (target - a0) / (a1 - a0) * (t1 - t0)
+
+    With no tested window before it t* = t1, never earlier than a measurement. Where tests are sparser
+    than windows (``train.eval_every`` > ``batch.window``) a window repeats the last accuracy, and t0,
+    the end of the window before, is no earlier than that test: the estimate errs late, not early.
+    """
     per_window = frame.drop_duplicates("window")
-    hit = per_window[per_window["test_acc"] >= target]
-    return float(hit["elapsed_s"].iloc[0]) if len(hit) else math.nan
+    evals = per_window.loc[per_window["test_acc"].notna(), ["elapsed_s", "test_acc"]].to_numpy(dtype=float)
+    hit = np.flatnonzero(evals[:, 1] >= target)
+    if not len(hit):
+        return math.nan
+    k = int(hit[0])
+    t1, a1 = evals[k]
+    if k == 0:
+        return float(t1)
+    t0, a0 = evals[k - 1]
+    return float(t0 + (target - a0) / (a1 - a0) * (t1 - t0))
 
 
 def set_targets(summary: pd.DataFrame, runs: pd.DataFrame, fraction: float, fixed: float = 0.0) -> pd.DataFrame:
@@ -217,10 +239,30 @@ def censored_time(summary: pd.DataFrame) -> pd.Series:
     return summary["time_to_target_s"].astype(float).fillna(summary["total_time_s"].astype(float))
 
 
+def static_ratio_interval(rows: pd.DataFrame, policy: str, n_boot: int = 2000, ci: float = 0.95,
+                          seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of ``policy``'s ratio to the median static on one cluster.
+
+    ``rows`` are one cluster's summary rows with the censored time ``t``. Each draw resamples every
+    policy's seeds with replacement, independently (the seeds are the runs' replicates), and recomputes
+    the ratio of medians exactly as :func:`compare` does. With a handful of seeds the interval is wide:
+    it says how far a ratio near the 0.7 bar can be read.
+    """
+    rng = np.random.default_rng(derive_seed(seed, "compare-bootstrap"))
+    times = {p: g.to_numpy(dtype=float) for p, g in rows.groupby("policy")["t"]}
+    def draws(p: str) -> np.ndarray:
+        x = times[p]
+        return np.median(x[rng.integers(0, len(x), size=(n_boot, len(x)))], axis=1)
+    static = np.median(np.stack([draws(p) for p in sorted(times) if p.startswith("static")]), axis=0)
+    lo, hi = np.quantile(draws(policy) / static, [(1 - ci) / 2, 1 - (1 - ci) / 2])
+    return float(lo), float(hi)
+
+
 def compare(summary: pd.DataFrame, policy: str, baselines: Sequence[str] = ("lbbsp", "gns")) -> pd.DataFrame:
     """Per cluster: ``policy``'s median time to target over seeds divided by the median static
-    baseline's (median over static batch sizes of their per-size median over seeds) and by each of
-    ``baselines``; and its mean final accuracy minus the best static's (points, x100).
+    baseline's (median over static batch sizes of their per-size median over seeds), with its 95 %
+    seed-bootstrap interval (:func:`static_ratio_interval`), and by each of ``baselines``; and its mean
+    final accuracy minus the best static's (points, x100).
 
     A run that never reaches the target counts at its total time (:func:`censored_time`), as in the
     claims (:mod:`dynamix.experiments.claims`): a ratio whose denominator holds such runs is an upper
@@ -243,6 +285,7 @@ def compare(summary: pd.DataFrame, policy: str, baselines: Sequence[str] = ("lbb
             row["static_unreached"] = int(unreached[static].sum())
             row["median_static_time_s"] = float(np.median(med[static]))
             row["ratio_vs_median_static"] = med[policy] / row["median_static_time_s"]
+            row["ratio_ci_low"], row["ratio_ci_high"] = static_ratio_interval(rows, policy)
             row["acc_minus_best_static_pts"] = 100 * (acc[policy] - acc[static].max())
             row["best_static"] = acc[static].idxmax()
         for b in baselines:
