@@ -27,7 +27,8 @@ import numpy as np
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import Bounds
 
-STATE_SPEC_VERSION = "dynamix-state-v3"  # v2: + busy_rel (is this worker the straggler?); v3: + lb_gap
+# v2: + busy_rel (is this worker the straggler?); v3: + lb_gap; v4: lb_gap from compute time, not busy time
+STATE_SPEC_VERSION = "dynamix-state-v4"
 EPS = 1e-12
 
 
@@ -49,8 +50,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("comm_frac", "comm_ms / iter_time_ms", "as is", 0.0, 1.0),
     Feature("busy_rel", "busy_i / max_j busy_j, busy = iter_time_ms - wait_ms: 1 on the straggler",
             "as is", 0.0, 1.0),
-    Feature("lb_gap", "log2(b*_i / b_i), b*_i = B r_i / sum_j r_j with r_i = b_i / busy_i: the batch that "
-            "equalises busy times at the current global batch B (LB-BSP's allocation, Chen et al. SoCC'20)",
+    Feature("lb_gap", "log2(b*_i / b_i), b*_i = B r_i / sum_j r_j with r_i = b_i / compute_i: the batch that "
+            "equalises compute times, hence busy times, at the current global batch B (LB-BSP's allocation, "
+            "Chen et al. SoCC'20; communication is shared, so it is left out of r_i)",
             "as is: > 0 grow, < 0 shrink, 0 balanced", -4.0, 4.0),
     # ---- local: network ----
     Feature("throughput_share", "throughput_i / mean_j throughput_j (samples/s)", "log2 of the ratio", -8.0, 8.0),
@@ -140,8 +142,12 @@ class StateBuilder:
         busy = iter_ms - np.array([w.wait_ms for w in workers], dtype=np.float64)
         busy_max = max(float(np.max(busy)), EPS)
         b = np.array([w.batch_size for w in workers], dtype=np.float64)
-        rate_busy = b / np.maximum(busy, EPS)  # samples per ms of the worker's own compute + comm
-        lb_target = float(np.sum(b)) * rate_busy / max(float(np.sum(rate_busy)), EPS)
+        # LB-BSP's split: samples per ms of the worker's own compute. Not per ms of busy time (v3): the
+        # communication every worker shares adds the same constant to every busy time, which scales the
+        # gap down to about compute/busy of its size (0.3 on ps-event-4), so the smallest step overshot
+        # it and the teacher (dynamix.rl.warmstart) stood still half-balanced (docs/rl.md, session 8).
+        speed = b / np.maximum(compute, EPS)
+        lb_target = float(np.sum(b)) * speed / max(float(np.sum(speed)), EPS)
         if self.t_ref_ms is None:
             self.t_ref_ms = float(np.mean(iter_ms))
             self.thr_ref = float(np.sum(thr))

@@ -12,7 +12,7 @@ such as growing batches where communication dominates. The paper trains from scr
 choice, off with ``rl.warm_start: none``.
 
 The teacher is LB-BSP's allocation (Chen et al., SoCC'20) read off the observation itself: the state
-carries ``batch_log`` (b_i) and ``lb_gap`` = log2(b*_i / b_i), the batch that equalises busy times at
+carries ``batch_log`` (b_i) and ``lb_gap`` = log2(b*_i / b_i), the batch that equalises compute times at
 the current global batch (:mod:`dynamix.rl.state`), so the teacher is a function of what the student
 sees and can be imitated exactly. Per worker it takes the step that brings b_i closest to b*_i
 (ties: the smallest step), so it keeps b_i within half a step of b*_i and then stands still.
