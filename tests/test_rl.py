@@ -374,6 +374,21 @@ def test_checkpoint_from_another_config_is_refused_or_restarted_on_request(train
     assert meta["training"]["rl"]["gamma"] == 0.5 and meta["training"]["timesteps"] < 32
 
 
+def test_checkpoint_from_another_calibration_or_state_spec_is_stale(trained, cost, tmp_path):
+    """Neither is in the config hash, and a finished checkpoint resumed under either would be saved as
+    this run's policy without a step of training on it (it happened: a v3 network saved as state v4)."""
+    cfg, zip_path, _ = trained
+    shutil.copytree(zip_path.parent, tmp_path / "policies")
+    recalibrated = dataclasses.replace(cost, c_ms_per_sample=2 * cost.c_ms_per_sample)
+    with pytest.raises(ConfigError, match="cost"):
+        train_policy(cfg, "tiny", out_dir=tmp_path / "policies", cost=recalibrated, progress=False)
+    ckpt = tmp_path / "policies" / "tiny.run" / "checkpoint.json"
+    state = json.loads(ckpt.read_text())
+    ckpt.write_text(json.dumps({**state, "state_spec_version": "dynamix-state-v3"}))
+    with pytest.raises(ConfigError, match="state_spec_version"):
+        train_policy(cfg, "tiny", out_dir=tmp_path / "policies", cost=cost, progress=False)
+
+
 def test_policy_state_survives_an_arbitrator_restart(trained, cost):
     """state_dict/load_state_dict (what the arbitrator persists) reproduce the same next decision."""
     from dynamix.sim.cluster import VirtualCluster

@@ -42,6 +42,7 @@ from dynamix.rl.algos import ALGOS, make_algo, quiet_logger
 from dynamix.rl.artifact import artifact_paths, check_compatible, load_policy, save_policy
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import PART_NAMES
+from dynamix.rl.state import STATE_SPEC_VERSION
 from dynamix.rl.warmstart import warm_start
 from dynamix.policies.base import Bounds
 from dynamix.seeding import derive_seed
@@ -68,6 +69,17 @@ def _stale(ckpt_json: Path, expect: dict[str, Any]) -> str | None:
         if state.get(key) != want:
             return f"checkpoint {ckpt_json} has {key} = {state.get(key)!r}, this run has {want!r}"
     return None
+
+
+def _cost_fingerprint(ep_cfg: Config, cost: CostModel | None) -> dict[str, float] | None:
+    """The simulator cost model training episodes run on (None on the engine backend: real time)."""
+    if ep_cfg.rl.backend != "sim":
+        return None
+    if cost is None:
+        from dynamix.sim.cluster import calibrated_cost
+
+        cost = calibrated_cost(ep_cfg)
+    return dataclasses.asdict(cost)
 
 
 class _Progress(BaseCallback):
@@ -163,7 +175,11 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     run_dir = zip_path.with_suffix(".run")
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_zip, ckpt_json = run_dir / "checkpoint.zip", run_dir / "checkpoint.json"
-    expect = {"config_hash": cfg.hash(), "init": init}  # --timesteps may change: stop early or extend
+    # What makes a checkpoint another training: the config, the --init policy, the state spec the network
+    # reads (a code change, not a config one) and the episodes' cost model (a recalibration changes
+    # every virtual time the reward sees). --timesteps may change: stop early or extend.
+    expect = {"config_hash": cfg.hash(), "init": init, "state_spec_version": STATE_SPEC_VERSION,
+              "cost": _cost_fingerprint(ep_cfg, cost)}
     stale = None if fresh else _stale(ckpt_json, expect)
     if stale and on_stale == "restart":
         log.warning("%s: starting %s over", stale, name)
