@@ -7,12 +7,13 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.dynamix-installed
 PYTEST_ARGS ?=
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export DVC_NO_ANALYTICS := 1
 export PYTHONHASHSEED := 0
 # DVC stages call papermill and dynamix: run them from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup protos repro smoke test test-all bench lab lock clean-results
+.PHONY: setup protos repro smoke test test-all bench lab browser lock clean-results
 
 setup: $(STAMP) protos
 
@@ -41,8 +42,18 @@ test-all: setup
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# JupyterLab rooted at the repository (notebooks/ beside the executed results/notebooks/), opening the
+# playground, with the venv's Python as the python3 kernel (registered into .venv).
 lab: setup
-	$(VENV)/bin/jupyter lab --no-browser --notebook-dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (ipykernel)" >/dev/null
+	$(VENV)/bin/jupyter lab --no-browser --notebook-dir=. --LabApp.default_url=/lab/tree/notebooks/explore.ipynb \
+		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+# Headless Chromium for the browser test (Debian's chromium + chromium-driver), then that test.
+browser: setup
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver; }
+	$(PY) -m pytest -q -m slow tests/test_browser.py $(PYTEST_ARGS)
 
 lock:
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact pins for every package in .venv (pip freeze). Regenerate: make lock. Mirrored by environment.yml.' > requirements.lock

@@ -23,8 +23,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dynamix import config as config_mod
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
-from dynamix.engine.testing import spawn_world
 from dynamix.engine.worker import Engine
+from dynamix.engine.world import spawn_world
 from dynamix.models import build_model
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.train.optim import build_optimizer

@@ -22,8 +22,8 @@ import torch.distributed as dist
 
 from dynamix import cluster as cluster_mod
 from dynamix import config as config_mod
-from dynamix.engine.testing import spawn_world
 from dynamix.engine.worker import Engine
+from dynamix.engine.world import spawn_world
 from dynamix.policies.allocation import round_to_total
 
 SPEC = "clusters/slow-worker-4.yaml"

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 
 from dynamix import config as config_mod
+from dynamix import paths
 from dynamix.engine import run_local
-from dynamix.engine.testing import kill_rank_under_torchrun
+
+sys.path.insert(0, str(paths.ROOT / "tests"))  # tests/helpers/: shared with the tests, not part of the package
+from helpers.engine import kill_rank_under_torchrun  # noqa: E402
 
 
 def main() -> None:

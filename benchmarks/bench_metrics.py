@@ -22,8 +22,8 @@ import time
 import torch.distributed as dist
 
 from dynamix import config as config_mod
-from dynamix.engine.testing import spawn_world
 from dynamix.engine.worker import Engine
+from dynamix.engine.world import spawn_world
 
 
 def _rank(rank: int, cfg_dict: dict, batch: int, rounds: int, steps: int) -> dict:

@@ -29,10 +29,10 @@ import logging
 import torch
 
 from dynamix import cluster, config
+from dynamix.cluster.costmodel import CostModel
 from dynamix.policies import make_policy
 from dynamix.models import build_model, gradient_bytes
 from dynamix.sim.cluster import VirtualCluster
-from dynamix.sim.costmodel import CostModel
 from dynamix.sim.run import policy_context
 
 SPEC = {

@@ -9,7 +9,7 @@ and ``lbbsp`` on
 * ``sim``: the simulator, :func:`dynamix.sim.run.simulate` (real training, calibrated cost model);
 * ``engine``: the distributed engine, :func:`dynamix.engine.run_local` (torchrun, gloo, one thread per
   rank, the slow rank's compute dilated by the spec);
-* ``synthetic``: :class:`dynamix.policies.synthetic.SyntheticCluster` with the calibrated affine cost
+* ``synthetic``: :class:`SyntheticCluster` (``tests/helpers/synthetic.py``) with the calibrated affine cost
   (a policy-only closed loop, no training).
 
 and reports mean iteration time over all windows (the policy's first window is the equal split, so it
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import tempfile
 from pathlib import Path
 
@@ -28,9 +29,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dynamix import cluster, config
+from dynamix import cluster, config, paths
 from dynamix.policies import PolicyContext, make_policy
-from dynamix.policies.synthetic import SyntheticCluster, drive
+
+sys.path.insert(0, str(paths.ROOT / "tests"))  # tests/helpers/: shared with the tests, not part of the package
+from helpers.synthetic import SyntheticCluster, drive  # noqa: E402
 
 POLICIES = ("static", "lbbsp")
 

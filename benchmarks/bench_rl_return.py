@@ -7,9 +7,9 @@ fixed decision rules play whole episodes of :class:`dynamix.rl.env.DynamixEnv`:
 
 - ``keep``: every worker keeps ``batch.initial``;
 - ``shrink``: every worker steps down to ``batch.min`` (what the paper-shaped agent learned);
-- ``balance``: every worker steps towards ``B * thr_i / sum_j thr_j``, ``B`` the current global batch
-  and ``thr_i = b_i / busy_i`` from the last window (LB-BSP's rule read off the state: the warm-start
-  teacher, :func:`dynamix.rl.warmstart.teacher_actions`).
+- ``balance``: every worker steps towards ``B * r_i / sum_j r_j``, ``B`` the current global batch
+  and ``r_i = b_i / compute_i`` from the last window (LB-BSP's rule read off the state: the warm-start
+  teacher at the current global batch, :func:`dynamix.rl.warmstart.teacher_actions`).
 
 under (return_shape, time_signal) = (paper, busy), (time, busy), (time, imbalance). A return fit for
 "reach the target accuracy sooner" should rank ``balance`` first: it does the same samples per

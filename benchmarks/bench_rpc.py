@@ -29,7 +29,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dynamix import paths
 from dynamix.rpc.client import ArbitratorClient, ClientSettings
-from dynamix.rpc.testing import registration, sample_report
+
+sys.path.insert(0, str(paths.ROOT / "tests"))  # tests/helpers/: shared with the tests, not part of the package
+from helpers.rpc import registration, sample_report  # noqa: E402
 
 
 def lockstep_latencies(n: int, rounds: int, warmup: int, call: Callable[[int, int], None]) -> list[float]:

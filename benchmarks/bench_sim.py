@@ -28,11 +28,11 @@ import torch
 
 from dynamix import cluster as clusters
 from dynamix import config
+from dynamix.cluster.costmodel import CostModel
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.models import build_model, gradient_bytes
 from dynamix.seeding import seed_everything
 from dynamix.sim.cluster import VirtualCluster
-from dynamix.sim.costmodel import CostModel
 from dynamix.train.core import Trainer
 
 

@@ -1,8 +1,13 @@
-"""``dynamix <command>``: one console script; each subcommand lives in its own module.
+"""``dynamix <command>``: one console script; each command is a module of :mod:`dynamix.commands`.
 
 Every module listed in :data:`COMMANDS` exposes ``add_arguments(parser)`` and ``main(args) -> int``;
-it is imported only when its command runs, so ``dynamix --help`` stays fast. Add a command by adding
-one line here.
+it is imported only when its command runs, so ``dynamix --help`` stays fast. Add a command by writing
+``dynamix/commands/<name>.py`` and adding one line here. Options several commands share
+(``--params``, ``--profile``, ``--set``, ``--no-progress``) are defined once, below.
+
+A user's mistake (:class:`~dynamix.errors.UserError`, or an input file that does not exist) prints one
+line, ``dynamix <command>: error: <message>``, and exits with status 2, as argparse does for a bad
+option; ``-v`` prints the traceback instead.
 """
 
 from __future__ import annotations
@@ -11,22 +16,42 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
+
+from dynamix.errors import UserError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module, one-line help)
-    "train": ("dynamix.train.cli", "single-process training with a static batch size"),
-    "prepare-data": ("dynamix.data.cli", "decode the configured CIFAR-10 source into the tensor cache"),
-    "make-mini": ("dynamix.data.cli_mini", "build the embedded class-balanced subset from a full set"),
-    "calibrate": ("dynamix.sim.cli_calibrate", "fit the compute cost t(b) = a + c b on this machine"),
-    "simulate": ("dynamix.sim.cli_simulate", "train on a virtual cluster: real learning, modelled time"),
-    "validate-sim": ("dynamix.sim.cli_validate", "simulator vs engine: predicted and measured iteration times"),
-    "run": ("dynamix.experiments.cli", "run one experiment (a notebook's computation) and draw its figures"),
-    "arbitrator": ("dynamix.rpc.cli", "serve batch-size decisions to distributed workers over gRPC"),
-    "launch": ("dynamix.engine.launch", "train on torch.distributed workers (torchrun): ring or parameter server"),
-    "train-policy": ("dynamix.rl.train", "train the DYNAMIX PPO agent on randomised virtual clusters"),
-    "sample-clusters": ("dynamix.rl.cli_sample", "write cluster specs drawn from the agent's training distribution"),
-    "evaluate": ("dynamix.rl.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
+    "train": ("dynamix.commands.train", "single-process training with a static batch size"),
+    "prepare-data": ("dynamix.commands.prepare_data", "decode the configured CIFAR-10 source into the tensor cache"),
+    "make-mini": ("dynamix.commands.make_mini", "build the embedded class-balanced subset from a full set"),
+    "calibrate": ("dynamix.commands.calibrate", "fit the compute cost t(b) = a + c b on this machine"),
+    "simulate": ("dynamix.commands.simulate", "train on a virtual cluster: real learning, modelled time"),
+    "validate-sim": ("dynamix.commands.validate_sim", "simulator vs engine: predicted and measured iteration times"),
+    "run": ("dynamix.commands.run", "run one experiment (a notebook's computation) and draw its figures"),
+    "arbitrator": ("dynamix.commands.arbitrator", "serve batch-size decisions to distributed workers over gRPC"),
+    "launch": ("dynamix.commands.launch", "train on torch.distributed workers (torchrun): ring or parameter server"),
+    "train-policy": ("dynamix.commands.train_policy", "train the DYNAMIX PPO agent on randomised virtual clusters"),
+    "sample-clusters": ("dynamix.commands.sample_clusters", "write cluster specs drawn from the agent's training distribution"),
+    "evaluate": ("dynamix.commands.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
 }
+
+EXIT_USAGE = 2
+"""Exit status of a user's mistake (argparse's for a bad option, and ours for a bad value or file)."""
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--params``, ``--profile`` and ``--set``: the options every config-driven command shares
+    (``args.params``, ``args.profile``, ``args.overrides`` for :func:`dynamix.config.load`)."""
+    parser.add_argument("--params", default=None, help="params.yaml to read (default: the repo's)")
+    parser.add_argument("--profile", default=None, help="profile in params.yaml (default: its `profile`)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override any params.yaml value (repeatable)")
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress``: no tqdm bar (``args.no_progress``)."""
+    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,23 +62,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+"""An input path the user gave that cannot be opened: a user's mistake, like :class:`UserError`."""
+
+
+def error_line(exc: BaseException) -> str:
+    """The one-line message of a user's mistake; a file error names the file."""
+    if isinstance(exc, FILE_ERRORS) and exc.filename is not None:
+        return f"{exc.filename}: {(exc.strerror or type(exc).__name__).lower()}"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``dynamix COMMAND [ARGS]``: the command comes first, its module parses the rest."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in COMMANDS:
         build_parser().parse_args(argv)  # prints usage or the unknown-command error, exits
-        return 2
+        return EXIT_USAGE
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
     parser = argparse.ArgumentParser(prog=f"dynamix {name}", description=COMMANDS[name][1])
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="debug logging; an input error shows its traceback")
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return int(module.main(args) or 0)
+    try:
+        return int(module.main(args) or 0)
+    except (UserError, *FILE_ERRORS) as exc:
+        if args.verbose:
+            traceback.print_exc()
+        else:
+            print(f"dynamix {name}: error: {error_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -1,18 +1,23 @@
 """The one configuration path: ``params.yaml`` -> frozen dataclasses.
 
 ``params.yaml`` holds base sections (top-level keys named after the fields of :class:`Config`), a
-``profiles`` mapping of partial overrides (``smoke``, ``default``, ``paper``) and ``profile``, the
-profile in force. :func:`load` deep-merges ``base <- profiles[profile] <- overrides`` and builds the
-dataclasses. DVC cannot select nested keys (``${profiles.${profile}}``), which is why the merge lives
-here and every DVC stage depends on ``profile`` and ``profiles``.
+``profiles`` mapping of partial overrides (``smoke``, ``default``, ``rl-eval``, ``paper``) and
+``profile``, the profile in force. :func:`load` deep-merges ``base <- profiles[profile] <- overrides``
+and builds the dataclasses. DVC cannot select nested keys (``${profiles.${profile}}``), which is why
+the merge lives here and every DVC stage depends on ``profile`` and ``profiles``.
 
 Validation is strict because a silently ignored typo in a research config costs a week: an unknown
 key, a wrong type or an out-of-range value raises :class:`ConfigError` naming the dotted field and
 its allowed range or choices. Ranges and choices are declared once, in field metadata, beside the
 field's docstring-comment.
 
-To add a section: write a frozen dataclass whose fields all have defaults and ``rng``/``one_of``
-metadata where a range exists, and add it as a field of :class:`Config`.
+Defaults: the dataclasses carry them, and ``params.yaml``'s base sections repeat every field with
+the same value and a one-line comment, so the file a user edits shows every setting and a section
+built in code (``RLConfig()``) behaves as the pipeline does. ``tests/test_config.py`` fails, naming
+the field, when the two differ or a field is missing from ``params.yaml``. Profiles override only.
+
+To add a field or a section: give every field a default and ``rng``/``one_of`` metadata where a
+range exists, add sections as fields of :class:`Config`, and add each field to ``params.yaml``'s base.
 """
 
 from __future__ import annotations
@@ -31,10 +36,24 @@ from typing import Any, Mapping
 import yaml
 
 from dynamix import paths
+from dynamix.errors import UserError
 
 
-class ConfigError(ValueError):
-    """A config value is unknown, mistyped or out of range; the message names the field."""
+class ConfigError(UserError, ValueError):
+    """A config value is unknown, mistyped or out of range; the message names the field (a user's
+    mistake: ``dynamix`` prints it as one line and exits with status 2)."""
+
+
+def parse_yaml(text: Any, source: str) -> Any:
+    """``yaml.safe_load(text)`` (a string or an open file); a syntax error is a :class:`ConfigError`
+    naming ``source`` and the line and column."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem})") from None
 
 
 def rng(lo: float | None = None, hi: float | None = None) -> dict:
@@ -178,11 +197,14 @@ class PolicyTrainingExperiment:
 class InferenceExperiment:
     """DYNAMIX against every baseline on held-out clusters, per optimiser; plus one engine run."""
 
-    clusters: tuple[str, ...] = setting(("clusters/mixed-4.yaml",))
-    # Policy specs; ``dynamix`` stands for the policy trained by the policy_training stage.
-    policies: tuple[str, ...] = setting(
-        ("dynamix", "static:32", "static:64", "static:128", "static:256", "static:512", "lbbsp", "gns", "ramp")
+    clusters: tuple[str, ...] = setting(
+        ("clusters/heldout/hetero-speed-4.yaml", "clusters/heldout/ps-event-4.yaml")
     )
+    # Policy specs; ``dynamix`` stands for the policy trained by the policy_training stage.
+    # The whole static sweep of ``baselines.batch_sizes`` (the claims' median static) and ``lbbsp:batch=512``,
+    # the rule the agent's warm start imitates, beside ``lbbsp``.
+    policies: tuple[str, ...] = setting(("dynamix", "static:32", "static:64", "static:128", "static:256", "static:512",
+                                         "lbbsp", "lbbsp:batch=512", "gns", "ramp"))
     optimizers: tuple[str, ...] = setting(("sgd", "adam"))  # workloads: optim.name per run
     adam_lr: float = setting(0.001, rng(1e-6, 1.0))  # optim.lr for the Adam workload
     engine_cluster: str = setting("clusters/mixed-4.yaml")  # 4 emulated heterogeneous workers
@@ -194,9 +216,10 @@ class InferenceExperiment:
 class ScalabilityExperiment:
     """The same worker mix repeated to each cluster size (paper: up to 32 nodes)."""
 
-    cluster: str = setting("clusters/mixed-4.yaml")  # its workers are cycled to reach each size
+    # Its workers are cycled to reach each size.
+    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml")
     workers: tuple[int, ...] = setting((4, 8, 16, 32), rng(1, 4096))
-    policies: tuple[str, ...] = setting(("dynamix", "static:64", "static:256", "lbbsp", "gns"))
+    policies: tuple[str, ...] = setting(("dynamix", "static:64", "lbbsp", "lbbsp:batch=512"))
 
 
 @dataclass(frozen=True)
@@ -204,9 +227,42 @@ class TransferExperiment:
     """Policy transfer between workloads ``SRC_MODEL/SRC_OPT->DST_MODEL/DST_OPT`` (paper Sec. V)."""
 
     pairs: tuple[str, ...] = setting(("mlp@0.25/sgd->mlp@0.5/sgd", "mlp@0.25/sgd->mlp@0.25/adam"))
-    cluster: str = setting("clusters/mixed-4.yaml")
+    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml")
     static_batch: int = setting(64, rng(1, 65536))  # the static baseline in the comparison
-    timesteps: int = setting(0, rng(0, None))  # RL budget of each target-trained policy (0: rl.timesteps)
+    # PPO budget of each target-trained policy (0: the source's, ``policy_training.timesteps``): the claims
+    # compare a transferred policy with one trained alike on the target.
+    timesteps: int = setting(0, rng(0, None))
+
+
+ABLATION_STEPS = ("paper", "time", "imbalance", "state", "dynamix")
+"""The ablation's ladder, one addition per step (:mod:`dynamix.experiments.ablation`)."""
+
+
+@dataclass(frozen=True)
+class AblationExperiment:
+    """From the paper's recipe to ours one addition at a time (:mod:`dynamix.experiments.ablation`)."""
+
+    # Ladder steps to train and evaluate, in order: paper, time, imbalance, state, dynamix (= the default)
+    steps: tuple[str, ...] = setting(ABLATION_STEPS)
+    seeds: int = setting(3, rng(1, 100))  # training seeds per step (train.seed + k); policy k runs with run seed k
+    heldout: tuple[str, ...] = setting(
+        ("clusters/heldout/hetero-net-6.yaml", "clusters/heldout/hetero-speed-4.yaml", "clusters/heldout/ps-event-4.yaml"))
+    # Validation clusters: the first `validation` of `dynamix sample-clusters --seed validation_seed
+    # --workers validation_workers` (the docs' sampled validation set); 0: none.
+    validation: int = setting(4, rng(0, 1000))
+    validation_seed: int = setting(1, rng(0, None))
+    validation_workers: tuple[int, ...] = setting((4, 5, 6), rng(1, 256))
+    # What every step is compared with (run seeds 0..seeds-1); ratios are to the median static:* policy.
+    baselines: tuple[str, ...] = setting(("static:32", "static:64", "static:128", "static:256", "static:512",
+                                          "lbbsp", "gns", "lbbsp:batch=512"))
+    # Per-run results committed by an `ablation`-profile run (its summary.csv); "": train and evaluate here.
+    precomputed: str = setting("docs/expected/ablation/summary.csv")
+
+    def __post_init__(self) -> None:
+        unknown = [x for x in self.steps if x not in ABLATION_STEPS]
+        if unknown or not self.steps:
+            raise ConfigError(f"experiments.ablation.steps = {list(self.steps)} is not allowed: must be a non-empty "
+                              f"list of {', '.join(map(repr, ABLATION_STEPS))}")
 
 
 @dataclass(frozen=True)
@@ -220,14 +276,14 @@ class ExperimentsConfig:
     jobs: int = setting(2, rng(1, 256))  # simulations run in parallel, one torch thread each (1: in-process)
     # The workload every simulated experiment trains (transfer pairs name their own): "" / 0 use model.*.
     # The default profile uses the RL training workload, a CPU-cheap MLP, so the pipeline fits 45 min.
-    model: str = setting("")
-    width: float = setting(0.0, rng(0.0, 8.0))
+    model: str = setting("mlp")
+    width: float = setting(0.25, rng(0.0, 8.0))
     # Budget of every simulated run, in epochs of the training set (0: train.epochs / train.max_iters).
     # Epochs, not iterations, so a policy that grows the batch does not get more samples for free.
-    epochs: float = setting(0.0, rng(0.0, 10000.0))
+    epochs: float = setting(3.0, rng(0.0, 10000.0))
     # Test-set evaluation of every simulated run in the experiments (overrides train.eval_*). runs.csv
     # keeps the last test of each window, and time to target interpolates between windows
-    # (dynamix.rl.evaluate.time_to_target), so testing more often than batch.window buys nothing.
+    # (dynamix.evaluation.targets.time_to_target), so testing more often than batch.window buys nothing.
     eval_every: int = setting(10, rng(1, None))  # iterations between evaluations (runs.csv keeps the last per window)
     eval_samples: int = setting(0, rng(0, None))  # test images per evaluation (0: all)
     baselines: BaselinesExperiment = field(default_factory=BaselinesExperiment)
@@ -235,6 +291,7 @@ class ExperimentsConfig:
     inference: InferenceExperiment = field(default_factory=InferenceExperiment)
     scalability: ScalabilityExperiment = field(default_factory=ScalabilityExperiment)
     transfer: TransferExperiment = field(default_factory=TransferExperiment)
+    ablation: AblationExperiment = field(default_factory=AblationExperiment)
 
 
 @dataclass(frozen=True)
@@ -252,13 +309,47 @@ class ArbitratorConfig:
     reconnect_max_skip: int = setting(8, rng(0, 1000))  # client: after failures skip 1, 2, 4.. windows, capped
 
 
+RECIPES: dict[str, dict[str, Any]] = {
+    # Our method: duration-weighted return, imbalance T_iter, state with lb_gap, LB-BSP warm start
+    # (1024 teacher transitions, rl.warm_start_timesteps) then 2048 PPO transitions (docs/rl.md).
+    "dynamix": {"state": "dynamix", "time_signal": "imbalance", "return_shape": "time", "warm_start": "lbbsp",
+                "timesteps": 2048},
+    # The paper as written (Sec. III): its state, T_iter the worker's iteration time, the plain sum of
+    # per-window rewards over an epoch-budgeted episode, PPO from scratch. PPO gets the whole budget the
+    # dynamix recipe spends on teacher and PPO together (1024 + 2048 environment transitions).
+    "paper": {"state": "paper", "time_signal": "iteration", "return_shape": "paper", "warm_start": "none",
+              "timesteps": 3072},
+}
+"""What ``rl.recipe`` sets: every knob below left at its "from the recipe" value (``""``, or 0 for
+``timesteps``) takes the recipe's; a knob set explicitly (``--set rl.time_signal=busy``) wins over it."""
+
+
+def recipe_overrides(name: str) -> dict[str, Any]:
+    """``rl`` overrides that switch a built config's recipe, its knobs back to "from the recipe"
+    (``with_overrides(cfg, {"rl": recipe_overrides("paper")})``): a built config holds resolved knobs,
+    so setting ``recipe`` alone would keep the old recipe's values as if set explicitly."""
+    if name not in RECIPES:
+        raise ConfigError(f"rl.recipe = {name!r} is not allowed: must be one of {', '.join(map(repr, RECIPES))}")
+    return {"recipe": name, **{k: (0 if k == "timesteps" else "") for k in RECIPES[name]}}
+
+
 @dataclass(frozen=True)
 class RLConfig:
     """Training the DYNAMIX agent (:mod:`dynamix.rl`): PPO hyper-parameters, the training workload,
-    episodes and the domain-randomisation ranges of training clusters (:mod:`dynamix.rl.domain`)."""
+    episodes and the domain-randomisation ranges of training clusters (:mod:`dynamix.rl.domain`).
 
+    ``recipe`` fills the method's knobs (:data:`RECIPES`) that are left "from the recipe" (``""``, or 0
+    for ``timesteps``); on the built object every knob holds its resolved value."""
+
+    # The method: "dynamix" (ours: time return, imbalance T_iter, lb_gap state, LB-BSP warm start) or
+    # "paper" (the paper's state, reward and return, PPO from scratch); sets the knobs of RECIPES.
+    recipe: str = setting("dynamix", one_of(*RECIPES))
     algo: str = setting("ppo", one_of("ppo", "simple"))  # simple: the paper's no-clip, no-advantage variant
-    timesteps: int = setting(2048, rng(1, None))  # PPO per-worker transitions (one window of one worker each)
+    # PPO per-worker transitions (one window of one worker each) after the warm start; 0: the recipe's
+    timesteps: int = setting(0, rng(0, None))
+    # The observation layout (dynamix.rl.state.SPECS): "dynamix" (state v4, with lb_gap and the
+    # compute/wait/communication split) or "paper" (the paper's features only); "": the recipe's.
+    state: str = setting("", one_of("", "dynamix", "paper"))
     n_steps: int = setting(64, rng(2, None))  # windows per worker per rollout: rollout = n_steps * workers
     batch_size: int = setting(64, rng(2, None))  # PPO minibatch (transitions)
     n_epochs: int = setting(4, rng(1, 100))  # PPO passes over each rollout (``simple``: always 1)
@@ -290,24 +381,26 @@ class RLConfig:
     # "marginal" = the straggler's excess over the second slowest (difference reward); "imbalance" =
     # that excess plus the worker's own wait, as a fraction of the iteration (0 when balanced).
     # imbalance is the default: with busy PPO learned only to cut every batch to the minimum.
-    time_signal: str = setting("imbalance", one_of("iteration", "busy", "marginal", "imbalance"))
+    # "": the recipe's (dynamix: imbalance; paper: iteration).
+    time_signal: str = setting("", one_of("", "iteration", "busy", "marginal", "imbalance"))
     # How an episode is budgeted and its windows summed (dynamix.rl.reward, dynamix.rl.env).
     # "time": the episode ends after a fixed virtual time (the initial-batch run's time for
     # episode_epochs, measured on the first window) and every window's reward is weighted by its
     # duration, so the return is the time integral of the reward (area under accuracy-vs-time).
     # "paper": the episode ends after episode_epochs and windows are summed unweighted; with that,
     # smaller batches mean more windows and so more accuracy terms: the return itself favours them.
-    return_shape: str = setting("time", one_of("time", "paper"))
+    # "": the recipe's (dynamix: time; paper: paper).
+    return_shape: str = setting("", one_of("", "time", "paper"))
     # Where episodes train: "sim" = the calibrated virtual-time simulator (dynamix.sim); "engine" = real
     # torchrun workers on this machine, the cluster's heterogeneity emulated, decisions through the gRPC
     # arbitrator (dynamix.rl.engine_backend).
     backend: str = setting("sim", one_of("sim", "engine"))
     # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
     # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
-    # mean (over seeds) final test accuracy in that evaluation (dynamix.rl.evaluate).
+    # mean (over seeds) final test accuracy in that evaluation (dynamix.evaluation).
     target_accuracy: float = setting(0.0, rng(0.0, 1.0))
     target_fraction: float = setting(0.9, rng(0.01, 1.0))
-    # How long each evaluated run trains (dynamix.rl.evaluate). "time": every policy on a cluster gets
+    # How long each evaluated run trains (dynamix.evaluation). "time": every policy on a cluster gets
     # the same virtual time, the static batch.initial run's time for the epoch budget (the agent's
     # training episodes are budgeted the same way); "epochs": every policy gets the same epochs, so a
     # policy that takes larger batches stops after fewer updates and may never reach the target.
@@ -316,7 +409,8 @@ class RLConfig:
     # off the state, for warm_start_timesteps per-worker transitions of teacher episodes, fitted for
     # warm_start_epochs passes; "none" = PPO from a random policy (the paper's way). lbbsp is the default:
     # from scratch, which policy PPO reaches in this budget depended mostly on the seed (docs/rl.md).
-    warm_start: str = setting("lbbsp", one_of("none", "lbbsp"))
+    # "": the recipe's (dynamix: lbbsp; paper: none). lbbsp reads lb_gap, so it needs state dynamix.
+    warm_start: str = setting("", one_of("", "none", "lbbsp"))
     warm_start_timesteps: int = setting(1024, rng(1, None))
     warm_start_epochs: int = setting(100, rng(1, 1000))
     warm_start_lr: float = setting(1e-3, rng(1e-7, 1.0))  # Adam step size of the imitation fit
@@ -330,6 +424,18 @@ class RLConfig:
     # VecEnv has one slot per worker, so PPO trains at rl.workers alone; the imitation has no such limit,
     # and the teacher's split of a fixed global batch depends on N (dynamix/rl/warmstart.py).
     warm_start_workers: tuple[int, ...] = setting((), rng(1, 256))
+
+    def __post_init__(self) -> None:
+        chosen = RECIPES.get(self.recipe)
+        if chosen is None:  # built without validation (RLConfig(recipe=...)): say what is allowed
+            raise ConfigError(f"rl.recipe = {self.recipe!r} is not allowed: must be one of {', '.join(map(repr, RECIPES))}")
+        for knob, value in chosen.items():
+            if getattr(self, knob) in ("", 0):
+                object.__setattr__(self, knob, value)  # frozen: resolve once, at construction
+        if self.warm_start == "lbbsp" and self.state != "dynamix":
+            raise ConfigError(
+                f"rl.warm_start = 'lbbsp' reads lb_gap, which rl.state = {self.state!r} does not observe: "
+                "set rl.state = dynamix or rl.warm_start = none")
 
 
 @dataclass(frozen=True)
@@ -474,7 +580,7 @@ def parse_override(text: str) -> dict:
     if "=" not in text:
         raise ConfigError(f"override {text!r} must look like section.key=value")
     key, raw = text.split("=", 1)
-    value = yaml.safe_load(raw)
+    value = parse_yaml(raw, f"override {text!r}")
     out: dict = {}
     cur = out
     parts = key.strip().split(".")
@@ -488,7 +594,7 @@ def read_params(path: str | Path | None = None) -> dict:
     """The raw ``params.yaml`` mapping (for DVC-style access and profile listing)."""
     p = paths.PARAMS if path is None else paths.resolve(path)
     with open(p) as fh:
-        raw = yaml.safe_load(fh) or {}
+        raw = parse_yaml(fh, str(p)) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{p} must hold a mapping at the top level")
     return raw

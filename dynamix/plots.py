@@ -2,8 +2,13 @@
 
 Inputs are the tidy tables the experiments write (``runs.csv`` curves, ``summary.csv`` aggregates),
 so a figure can be redrawn from results without rerunning anything. Every axis names its unit;
-intervals are the bootstrap 95% intervals over seeds from :func:`dynamix.experiments.common.aggregate`
+intervals are the bootstrap 95% intervals over seeds from :func:`dynamix.evaluation.stats.aggregate`
 (bars), or seaborn's bootstrap band over seeds on a common time grid (curves).
+
+Legends sit outside the data (right of the panels), so no curve or bar hides behind one; a run that
+never reaches the target accuracy is marked (an ``x`` at its budget, "not reached") rather than left
+out; lines differ in style and marker as well as colour, and policies whose runs are identical are
+named together in the legend.
 
 PNG is what DVC's plots and the README show (DVC's HTML renderer needs a CDN; PNGs do not); PDF is
 for papers.
@@ -26,10 +31,15 @@ sns.set_theme(context="paper", style="whitegrid")
 
 
 def save(fig: plt.Figure, stem: str | Path) -> plt.Figure:
-    """Write ``stem.png`` (150 dpi) and ``stem.pdf``; parents are created."""
+    """Write ``stem.png`` (150 dpi) and ``stem.pdf``; parents are created. The panels fill the figure
+    (tight layout) and every figure-level legend is then placed beyond its right edge, where the
+    tight bounding box of the saved image takes it in: a legend never covers a panel."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
+    for legend in fig.legends:
+        legend.set_loc("center left")
+        legend.set_bbox_to_anchor((1.0, 0.5), transform=fig.transFigure)
     fig.savefig(stem.with_suffix(".png"), dpi=150, bbox_inches="tight")
     fig.savefig(stem.with_suffix(".pdf"), bbox_inches="tight")
     log.info("figure %s.{png,pdf}", stem)
@@ -56,23 +66,84 @@ def on_time_grid(curves: pd.DataFrame, keys: list[str], points: int = 60) -> pd.
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=keys + ["seed", "elapsed_s", "test_acc"])
 
 
+def same_runs(curves: pd.DataFrame, hue: str, others: list[str]) -> dict[str, str]:
+    """Values of ``hue`` whose runs are identical to an earlier value's (every ``others`` group and
+    seed: the same evaluation times and accuracies), e.g. ``{"ramp": "static:64"}`` for a ramp that
+    never ramps within the budget. Their lines would hide each other."""
+    cols = others + ["seed", "elapsed_s", "test_acc"]
+    first: dict[str, str] = {}
+    out = {}
+    for value, group in curves.groupby(hue, sort=False):
+        key = group[cols].sort_values(cols[:-1]).to_csv(index=False) if len(group) else repr(value)
+        if key in first:
+            out[value] = first[key]
+        else:
+            first[key] = value
+    return out
+
+
 def _curves_figure(curves: pd.DataFrame, hue: str, col: str | None, title: str) -> plt.Figure:
+    """Mean test accuracy over seeds against time, one line per ``hue`` (colour, dash and marker
+    differ), a 95% bootstrap band over seeds around it, one panel per ``col``."""
     keys = [hue] + ([col] if col else [])
+    dup = same_runs(curves.dropna(subset=["test_acc"]), hue, [col] if col else [])
     grid = on_time_grid(curves, keys)
     grid = grid.assign(test_acc_pct=100 * grid["test_acc"])
+    grid[hue] = [f"{v} (same runs as {dup[v]})" if v in dup else v for v in grid[hue]]
     g = sns.relplot(
-        data=grid, x="elapsed_s", y="test_acc_pct", hue=hue, col=col, kind="line", errorbar=("ci", 95),
-        height=3.2, aspect=1.3, facet_kws={"sharex": False},
+        data=grid, x="elapsed_s", y="test_acc_pct", hue=hue, style=hue, markers=True, dashes=True, col=col,
+        kind="line", errorbar=("ci", 95), height=3.2, aspect=1.3, facet_kws={"sharex": False},
+        markevery=6, markersize=5, legend="full",
     )  # fmt: skip
     g.set_axis_labels("training time (s, virtual)", "test accuracy (%)")
-    g.figure.suptitle(title, y=1.02)
+    g.figure.suptitle(f"{title} (band: 95% CI over seeds)", y=1.02)
     return g.figure
 
 
+def _legend_outside(fig: plt.Figure, axes, title: str | None = None) -> None:
+    """One figure legend from the labelled artists of ``axes`` (deduplicated), placed by :func:`save`."""
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels and not lab.startswith("_"):
+                handles.append(h)
+                labels.append(lab)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if handles:
+        fig.legend(handles, labels, title=title, fontsize="small", frameon=False)
+
+
+def _mark_unreached(ax, pos, sub: pd.DataFrame, y: str, budget: str | None, color=None, text: bool = True) -> None:
+    """Where ``y`` (a time to target) was reached by none of the seeds: an ``x`` at the run budget,
+    "not reached"; by some: "k/n reached" above the bar (the bar is over those seeds)."""
+    if f"{y}_reached" not in sub or "n_seeds" not in sub:
+        return
+    for p, (_, r) in zip(pos, sub.iterrows()):
+        frac, n = r[f"{y}_reached"], r["n_seeds"]
+        if not np.isfinite(frac) or not np.isfinite(n):
+            continue
+        if frac == 0 and budget and np.isfinite(r.get(budget, np.nan)):
+            ax.plot([p], [r[budget]], marker="x", ms=8, mew=2, ls="none", color=color or "black")
+            ax.plot([], [], marker="x", ms=8, mew=2, ls="none", color="black",
+                    label="target not reached: x at the run budget")
+            if text:
+                ax.annotate("not reached", (p, r[budget]), textcoords="offset points", xytext=(0, -8),
+                            ha="center", va="top", rotation=90, fontsize="x-small")
+            ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * r[budget]))
+        elif 0 < frac < 1 and np.isfinite(r[y]) and text:
+            top = r[f"{y}_hi"] if np.isfinite(r[f"{y}_hi"]) else r[y]
+            ax.annotate(f"{round(frac * n):.0f}/{n:.0f}", (p, top), textcoords="offset points", xytext=(0, 3),
+                        ha="center", fontsize="x-small")
+
+
 def _bars_figure(
-    agg: pd.DataFrame, x: str, y: str, ylabel: str, title: str, hue: str | None = None, col: str | None = None
+    agg: pd.DataFrame, x: str, y: str, ylabel: str, title: str, hue: str | None = None,
+    col: str | None = None, budget: str | None = None,
 ) -> plt.Figure:
-    """Bars of ``y`` with its ``y_lo``/``y_hi`` interval, one panel per ``col`` value."""
+    """Bars of ``y`` with its ``y_lo``/``y_hi`` interval, one panel per ``col`` value; with ``budget``
+    (a column: the runs' length) a ``y`` no seed reached is an ``x`` at the budget
+    (:func:`_mark_unreached`)."""
     panels = [None] if col is None else list(dict.fromkeys(agg[col]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
@@ -85,13 +156,14 @@ def _bars_figure(
             sub = sub.set_index(x).reindex(xs)
             pos = np.arange(len(xs)) + (j - (len(hues) - 1) / 2) * width
             err = np.vstack([sub[y] - sub[f"{y}_lo"], sub[f"{y}_hi"] - sub[y]]).clip(min=0)
-            ax.bar(pos, sub[y], width, yerr=err, capsize=3, label=None if h is None else str(h))
+            bars = ax.bar(pos, sub[y], width, yerr=err, capsize=3, label=None if h is None else str(h))
+            color = bars.patches[0].get_facecolor() if bars.patches else None
+            _mark_unreached(ax, pos, sub, y, budget, color)
         ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=30, ha="right")
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
         ax.set_title(title if panel is None else f"{title} ({col} = {panel})")
-        if hue is not None:
-            ax.legend(title=hue, fontsize="small")
+    _legend_outside(fig, axes, title=hue)
     return fig
 
 
@@ -112,28 +184,51 @@ def baselines_throughput_vs_batch(agg: pd.DataFrame, stem: str | Path) -> plt.Fi
         [agg["throughput_samples_per_s"] - agg["throughput_samples_per_s_lo"],
          agg["throughput_samples_per_s_hi"] - agg["throughput_samples_per_s"]]
     ).clip(min=0)  # fmt: skip
-    ax.errorbar(agg["batch_size"], agg["throughput_samples_per_s"], yerr=err, marker="o", capsize=3, label="static")
+    ax.errorbar(agg["batch_size"], agg["throughput_samples_per_s"], yerr=err, marker="o", capsize=3)
     ax.set_xscale("log", base=2)
     ax.set_xticks(agg["batch_size"], [str(b) for b in agg["batch_size"]])
     ax.set_xlabel("per-worker batch size (samples)")
     ax.set_ylabel("cluster throughput (samples/s)")
-    ax.set_title("Static batch sizes: throughput")
-    ax.legend()
+    ax.set_title("Static batch sizes: throughput (IQM, 95% CI over seeds)")
     return save(fig, stem)
 
 
-def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 5) -> plt.Figure:
-    """Policy training: cumulative reward per episode (mean over workers of each worker's return),
-    raw and a rolling mean over ``window`` episodes (``progress``: :mod:`dynamix.rl.train`'s CSV)."""
-    fig, ax = plt.subplots(figsize=(5, 3.4))
-    ep = progress["episode"]
-    r = progress["return"]
-    ax.plot(ep, r, alpha=0.35, label="per episode")
-    ax.plot(ep, r.rolling(window, min_periods=1).mean(), label=f"rolling mean ({window} episodes)")
-    ax.set_xlabel("episode")
+def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 5,
+                 teacher: pd.DataFrame | None = None) -> plt.Figure:
+    """Policy training: cumulative reward per episode (mean over workers of each worker's return).
+
+    ``progress``: PPO's episodes (:mod:`dynamix.rl.train`'s CSV; a ``seed`` column with several
+    training seeds gives the mean over seeds and a 95% bootstrap band over them). One seed: the raw
+    returns, a rolling mean over ``window`` episodes and, as the band, the rolling interquartile
+    range (the episode-to-episode spread). ``teacher``: the LB-BSP teacher's episodes of the
+    imitation phase (episodes -n..-1, before PPO's 0), shaded apart, and their mean return as a
+    horizontal reference line.
+    """
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    if teacher is not None and len(teacher):
+        ax.axvspan(teacher["episode"].min() - 0.5, -0.5, color="tab:orange", alpha=0.08, lw=0)
+        ax.plot(teacher["episode"], teacher["return"], ".", color="tab:orange", alpha=0.6,
+                label="imitation phase: LB-BSP teacher's episodes")
+        ax.axhline(teacher["return"].mean(), color="tab:orange", ls="--", lw=1.2,
+                   label=f"teacher's mean return ({teacher['return'].mean():.2f})")
+    if len(progress):
+        ax.axvspan(-0.5, progress["episode"].max() + 0.5, color="tab:blue", alpha=0.05, lw=0)
+    seeds = progress["seed"].nunique() if "seed" in progress else 1
+    if seeds > 1:
+        sns.lineplot(data=progress, x="episode", y="return", errorbar=("ci", 95), ax=ax, color="tab:blue",
+                     label=f"PPO phase: mean over {seeds} training seeds (band: 95% CI)")
+    elif len(progress):
+        ep, r = progress["episode"], progress["return"]
+        roll = r.rolling(window, min_periods=1)
+        ax.plot(ep, r, alpha=0.3, color="tab:blue", label="PPO phase: per episode")
+        ax.plot(ep, roll.mean(), color="tab:blue", label=f"rolling mean ({window} episodes)")
+        ax.fill_between(ep, roll.quantile(0.25), roll.quantile(0.75), color="tab:blue", alpha=0.2, lw=0,
+                        label=f"rolling interquartile range (one training seed)")
+    ax.axvline(-0.5, color="0.3", lw=0.8)
+    ax.set_xlabel("episode (negative: imitation phase; 0 on: PPO)")
     ax.set_ylabel("cumulative reward (a.u.)")
     ax.set_title("DYNAMIX policy training")
-    ax.legend()
+    _legend_outside(fig, ax)
     return save(fig, stem)
 
 
@@ -145,7 +240,8 @@ def inference_accuracy_vs_time(curves: pd.DataFrame, stem: str | Path, cluster: 
 def inference_time_to_target(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
     """DYNAMIX vs baselines: time to the target accuracy (IQM over seeds, 95% bootstrap interval)."""
     fig = _bars_figure(agg, "policy", "time_to_target_s", "time to target accuracy (s, virtual)", "Time to target",
-                       hue="cluster", col="optimizer")
+                       hue="cluster", col="optimizer",
+                       budget="total_time_s" if "total_time_s" in agg else None)
     return save(fig, stem)
 
 
@@ -165,25 +261,30 @@ def engine_batch_sizes(runs: pd.DataFrame, stem: str | Path) -> plt.Figure:
     ax.set_xlabel("iteration")
     ax.set_ylabel("batch size (samples)")
     ax.set_title("Engine + gRPC arbitrator: decided batch sizes")
-    ax.legend(fontsize="small")
+    _legend_outside(fig, ax)
     return save(fig, stem)
 
 
 def scalability(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
     """Time to target and cluster throughput against the number of workers, one line per policy."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for policy, sub in agg.groupby("policy", sort=False):
+    markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
+    for i, (policy, sub) in enumerate(agg.groupby("policy", sort=False)):
         sub = sub.sort_values("n_workers")
         for ax, y in zip(axes, ("time_to_target_s", "throughput_samples_per_s")):
             err = np.vstack([sub[y] - sub[f"{y}_lo"], sub[f"{y}_hi"] - sub[y]]).clip(min=0)
-            ax.errorbar(sub["n_workers"], sub[y], yerr=err, marker="o", capsize=3, label=policy)
+            line = ax.errorbar(sub["n_workers"], sub[y], yerr=err, marker=markers[i % len(markers)],
+                               capsize=3, ls=["-", "--", "-.", ":"][i % 4], label=policy)
+            if y == "time_to_target_s":
+                budget = "total_time_s" if "total_time_s" in sub else None
+                _mark_unreached(ax, sub["n_workers"], sub, y, budget, line[0].get_color(), text=False)
     for ax, ylabel in zip(axes, ("time to target accuracy (s, virtual)", "cluster throughput (samples/s)")):
         ax.set_xscale("log", base=2)
         ticks = sorted(agg["n_workers"].unique())
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("workers")
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize="small")
+    _legend_outside(fig, axes, title="policy (IQM, 95% CI)")
     axes[0].set_title("Scalability: time to target")
     axes[1].set_title("Scalability: throughput")
     return save(fig, stem)
@@ -192,7 +293,8 @@ def scalability(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
 def transfer(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
     """Transfer: time to target on each target workload for the transferred policy, a policy trained
     on the target, and the static baseline."""
-    fig = _bars_figure(agg, "pair", "time_to_target_s", "time to target accuracy (s, virtual)", "Policy transfer", hue="policy")
+    fig = _bars_figure(agg, "pair", "time_to_target_s", "time to target accuracy (s, virtual)", "Policy transfer",
+                       hue="policy", budget="total_time_s" if "total_time_s" in agg else None)
     return save(fig, stem)
 
 
@@ -209,25 +311,59 @@ def calibration(table: pd.DataFrame, stem: str | Path) -> plt.Figure:
     ax.set_xlabel("batch size (samples)")
     ax.set_ylabel("compute time per iteration (ms)")
     ax.set_title("Simulator calibration: t(b) = a + c·b")
-    ax.legend(fontsize="small")
+    _legend_outside(fig, ax)
     return save(fig, stem)
 
 
 def claims(per_config: pd.DataFrame, paper: dict[str, float], stem: str | Path) -> plt.Figure:
-    """DYNAMIX vs the median static batch size per held-out cluster and optimiser: final-accuracy gain
-    (points) and time-to-target reduction (%), IQM over seeds with 95% intervals; dashed: the paper."""
-    labels = {"accuracy_gain_pts": "final-accuracy gain (points)", "time_reduction_pct": "time-to-target reduction (%)"}
-    fig, axes = plt.subplots(1, 2, figsize=(9, 0.5 * per_config["cluster"].nunique() * 2 + 2.2))
+    """DYNAMIX against the median static batch size (circles) and the best static one (squares) per
+    held-out cluster and optimiser: final-accuracy gain (points) and time-to-target reduction (%), IQM
+    over seeds with 95% intervals; dashed: the paper's "up to" value."""
+    labels = {"accuracy_gain_pts": "final-accuracy gain (points)",
+              "time_reduction_pct": "time-to-target reduction (%)"}
+    if "reference" not in per_config:
+        per_config = per_config.assign(reference="median static")
+    cells = list(dict.fromkeys(zip(per_config["cluster"], per_config["optimizer"])))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 0.5 * len(cells) + 2.2))
+    refs = [("median static", "o", 0.12), ("best static", "s", -0.12)]
     for ax, (metric, label) in zip(axes, labels.items()):
-        sub = per_config[per_config["metric"] == metric].reset_index(drop=True)
-        y = np.arange(len(sub))
-        err = np.vstack([sub["estimate"] - sub["ci_lo"], sub["ci_hi"] - sub["estimate"]]).clip(min=0)
-        ax.errorbar(sub["estimate"], y, xerr=err, fmt="o", capsize=3, label="ours")
-        ax.axvline(paper[metric], ls="--", color="grey", label=f"paper: up to {paper[metric]:g}")
+        for ref, marker, dy in refs:
+            sub = per_config[(per_config["metric"] == metric) & (per_config["reference"] == ref)]
+            if sub.empty:
+                continue
+            y = np.array([cells.index((c, o)) for c, o in zip(sub["cluster"], sub["optimizer"])]) + dy
+            err = np.vstack([sub["estimate"] - sub["ci_lo"], sub["ci_hi"] - sub["estimate"]]).clip(min=0)
+            ax.errorbar(sub["estimate"], y, xerr=err, fmt=marker, capsize=3, label=f"vs the {ref}")
+        unit = "points" if metric == "accuracy_gain_pts" else "%"
+        ax.axvline(paper[metric], ls="--", color="grey", label=f"paper: up to {paper[metric]:g} {unit}")
         ax.axvline(0, color="black", lw=0.8)
-        ax.set_yticks(y, [f"{c}\n{o}" for c, o in zip(sub["cluster"], sub["optimizer"])])
+        ax.set_yticks(np.arange(len(cells)), [f"{c}\n{o}" for c, o in cells])
         ax.set_xlabel(label)
-        ax.legend(fontsize="small")
     axes[0].set_title("DYNAMIX vs static: accuracy")
     axes[1].set_title("DYNAMIX vs static: time to target")
+    _legend_outside(fig, axes, title="IQM, 95% CI over seeds")
+    return save(fig, stem)
+
+
+def ablation(compared: pd.DataFrame, order: list[str], stem: str | Path, bar: float = 0.7) -> plt.Figure:
+    """Ablation: time to target over the median static's, per policy (the ladder's steps in order, then
+    the baselines), one point per cluster, held-out and validation side by side; the bar and parity
+    as lines."""
+    splits = [s for s in ("heldout", "validation") if (compared["split"] == s).any()]
+    fig, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 3.6), sharey=True, squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        rows = compared[compared["split"] == split]
+        sns.stripplot(data=rows, x="policy", y="ratio_vs_median_static", order=[p for p in order if p in set(rows["policy"])],
+                      hue="cluster" if split == "heldout" else None, color=None if split == "heldout" else "0.4",
+                      dodge=False, jitter=0.15, size=5, ax=ax)
+        means = rows.groupby("policy")["ratio_vs_median_static"].mean()
+        xs = [p for p in order if p in means.index]
+        ax.scatter(range(len(xs)), [means[p] for p in xs], marker="_", s=400, color="black", zorder=3, label="mean")
+        ax.axhline(bar, color="tab:red", ls="--", lw=1)
+        ax.axhline(1.0, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("")
+        ax.set_ylabel("time to target / median static")
+        ax.set_title(f"{split} ({rows['cluster'].nunique()} clusters)")
+        ax.tick_params(axis="x", rotation=35)
+    _legend_outside(fig, axes)
     return save(fig, stem)

@@ -1,4 +1,4 @@
-"""Shared fixtures. Helpers for spawning local distributed workers live in dynamix.engine.testing."""
+"""Shared fixtures. Local distributed worlds: :mod:`dynamix.engine.world`; test helpers: ``tests/helpers/``."""
 
 from __future__ import annotations
 

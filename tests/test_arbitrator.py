@@ -13,8 +13,9 @@ from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies import make_policy
 from dynamix.policies.base import BatchSizePolicy, Decision
 from dynamix.rpc.arbitrator import Arbitrator, PolicyFailure, RunSettings
-from dynamix.rpc.testing import registration, sample_report
 from dynamix.rpc.validate import FailedPrecondition, InvalidArgument
+
+from helpers.rpc import registration, sample_report
 
 
 class Recorder(BatchSizePolicy):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import yaml
@@ -71,5 +72,56 @@ def test_bad_values_name_field_and_range(override, message):
 
 
 def test_unknown_profile_lists_the_defined_ones():
-    with pytest.raises(config.ConfigError, match="profile = 'huge' is not defined: must be one of default, paper, rl-eval, smoke"):
+    defined = ", ".join(sorted(config.read_params()["profiles"]))
+    assert "default" in defined and "smoke" in defined
+    with pytest.raises(config.ConfigError, match=re.escape(f"profile = 'huge' is not defined: must be one of {defined}")):
         config.load(profile="huge")
+
+
+def _base_sections() -> dict:
+    raw = config.read_params()
+    raw.pop("profiles", None)
+    raw.pop("profile", None)
+    return raw
+
+
+def _leaves(obj, prefix: str = "") -> dict:
+    """Every dataclass field as {dotted name: value}, nested sections flattened."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        name = f"{prefix}{f.name}"
+        out.update(_leaves(value, name + ".") if dataclasses.is_dataclass(value) else {name: value})
+    return out
+
+
+def _keys(mapping: dict, prefix: str = "") -> set[str]:
+    out = set()
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        out |= _keys(value, name + ".") if isinstance(value, dict) else {name}
+    return out
+
+
+def test_params_yaml_base_lists_every_dataclass_field():
+    """params.yaml's base is the user's view of every setting: no field may exist only in config.py."""
+    fields = set(_leaves(config.Config())) - {"profile"}
+    missing = sorted(fields - _keys(_base_sections()))
+    assert not missing, f"fields missing from params.yaml's base sections: {', '.join(missing)}"
+
+
+def test_params_yaml_base_equals_the_dataclass_defaults():
+    """One source of defaults: the base sections (no profile) build exactly Config()'s values."""
+    from_yaml = _leaves(config.build(config.Config, _base_sections()))
+    defaults = _leaves(config.Config())
+    differing = [f"{k}: params.yaml {from_yaml[k]!r} != dataclass {defaults[k]!r}"
+                 for k in sorted(defaults) if k != "profile" and from_yaml[k] != defaults[k]]
+    assert not differing, "params.yaml base differs from the dataclass defaults:\n" + "\n".join(differing)
+
+
+def test_every_params_yaml_base_field_has_a_comment():
+    """Each leaf line of the base sections says what the field is (headers and profiles excepted)."""
+    base = paths.PARAMS.read_text().split("\nprofiles:", 1)[0]
+    bare = [line.strip() for line in base.splitlines()
+            if re.match(r"^\s*[\w-]+:\s*[^\s#]", line) and "#" not in line.split(":", 1)[1]]
+    assert not bare, "params.yaml base fields without a comment: " + "; ".join(bare)

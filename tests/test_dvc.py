@@ -32,7 +32,7 @@ def test_one_stage_per_notebook_and_one_notebook_per_stage():
         by_stage[name] = nbs[0]
         assert (paths.NOTEBOOKS / f"{nbs[0]}.ipynb").exists(), f"stage {name}: notebook {nbs[0]} is missing"
         assert f"results/notebooks/{nbs[0]}.ipynb" in stage["cmd"]
-    assert sorted(by_stage.values()) == sorted(p.stem for p in paths.NOTEBOOKS.glob("*.ipynb"))
+    assert sorted(by_stage.values()) == sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     assert {s.experiment: s.stem for s in gen.NOTEBOOKS} == by_stage
     assert set(STAGES) == set(EXPERIMENTS)
 

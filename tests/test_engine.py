@@ -15,14 +15,14 @@ from dynamix import config as config_mod
 from dynamix.config import Config
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.engine import run_local
-from dynamix.engine.decisions import LocalPolicySource, check_decision
+from dynamix.engine.decisions import LocalPolicySource
 from dynamix.engine.launch import build_torchrun_command, world_size
 from dynamix.engine.sync import FlatBuffers, shard_bounds
-from dynamix.engine.testing import spawn_world
+from dynamix.engine.world import spawn_world
 from dynamix.engine.worker import Engine
 from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.models import build_model
-from dynamix.policies.base import BatchSizePolicy, Bounds, Decision
+from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, check_decision
 from dynamix.seeding import seed_everything
 from dynamix.train.core import Trainer
 

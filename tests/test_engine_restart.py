@@ -9,7 +9,8 @@ import pytest
 
 from dynamix import config as config_mod
 from dynamix.engine import run_local
-from dynamix.engine.testing import kill_rank_under_torchrun
+
+from helpers.engine import kill_rank_under_torchrun
 
 pytestmark = pytest.mark.slow
 

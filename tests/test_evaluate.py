@@ -1,4 +1,5 @@
-"""``dynamix evaluate``: the runs.csv / summary.csv contract, target accuracy, caching, compare()."""
+"""The evaluation protocol (``dynamix evaluate``, every experiment): the runs.csv / summary.csv contract,
+target accuracy, budgets, caching, the process pool, compare(), per-run readings and seed statistics."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import pytest
 
 from dynamix import config
 from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
+from dynamix.cluster.costmodel import CostModel
 from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.models import build_model, gradient_bytes
-from dynamix.rl.evaluate import compare, evaluate, time_to_target
-from dynamix.sim.costmodel import CostModel
+from dynamix.evaluation import stats
+from dynamix.evaluation.compare import compare
+from dynamix.evaluation.runner import evaluate
+from dynamix.evaluation.runs import run_summary
+from dynamix.evaluation.targets import time_to_target
 
 REQUIRED = ["policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s", "target_accuracy"]
 
@@ -147,3 +152,89 @@ def test_time_budget_gives_every_policy_the_reference_runs_clock(setup, tmp_path
     assert t.loc["static:64", "iterations"] > e.loc["static:64", "iterations"]
     with pytest.raises(ValueError, match="budget"):
         evaluate([spec], ["static:16"], cfg, seeds=1, progress=False, cost=cost, budget="forever")
+
+
+def test_process_pool_returns_the_same_runs_in_task_order(setup, tmp_path):
+    """--jobs 2 runs the same tasks in spawned processes: identical rows and summary, in task order."""
+    cfg, spec, cost = setup
+    args = ([spec], ["static:8", "static:32"], cfg)
+    kw = dict(seeds=1, progress=False, cost=cost, budget="epochs")
+    runs1, summary1 = evaluate(*args, out_dir=tmp_path / "one", **kw)
+    runs2, summary2 = evaluate(*args, out_dir=tmp_path / "two", jobs=2, **kw)
+    pd.testing.assert_frame_equal(runs1, runs2)
+    pd.testing.assert_frame_equal(summary1, summary2)
+    assert summary2["policy"].tolist() == ["static:8", "static:32"]
+
+
+# --------------------------------------------------------------------------------------------
+# Per-run readings and statistics over seeds
+# --------------------------------------------------------------------------------------------
+
+
+def _runs(accs, times, batch=128, seed=0, rid="r"):
+    rows = []
+    for w, (a, t) in enumerate(zip(accs, times)):
+        for rank in range(2):
+            rows.append({"run_id": rid, "policy": "p", "seed": seed, "window": w, "iteration": 10 * (w + 1),
+                         "elapsed_s": t, "test_acc": a, "global_batch": batch, "throughput_samples_per_s": 1.0,
+                         "epoch": 0.1 * w, "iter_time_ms": 1.0, "rank": rank})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_run_summary_final_accuracy_time_and_throughput():
+    runs = pd.concat([_runs([np.nan, 0.3, 0.5, 0.45], [1, 2, 3, 4], rid="x"),
+                      _runs([0.1, 0.2, 0.2, np.nan], [2, 4, 6, 8], seed=1, rid="y")])  # fmt: skip
+    s = run_summary(runs, ["policy"]).set_index("run_id")
+    assert s.loc["x", "final_accuracy"] == pytest.approx(0.45)
+    assert s.loc["y", "final_accuracy"] == pytest.approx(0.2)  # the last test evaluated
+    assert s.loc["x", "total_time_s"] == 4 and s.loc["y", "seed"] == 1
+    # 4 windows x 10 iterations x 128 samples over 4 s
+    assert s.loc["x", "throughput_samples_per_s"] == pytest.approx(4 * 10 * 128 / 4)
+
+
+def test_iqm_trims_a_quarter_each_side_and_is_the_mean_below_four():
+    assert stats.iqm([1.0, 2.0, 3.0]) == pytest.approx(2.0)
+    # n = 8: drop 2 lowest and 2 highest
+    assert stats.iqm([100.0, 1, 2, 3, 4, 5, 6, -100.0]) == pytest.approx(np.mean([2, 3, 4, 5]))
+    assert math.isnan(stats.iqm([]))
+    assert stats.iqm([1.0, float("nan"), 3.0]) == pytest.approx(2.0)
+
+
+def test_bootstrap_interval_covers_the_estimate_and_narrows_with_more_seeds():
+    rng = np.random.default_rng(0)
+    few = rng.normal(10, 1, 5)
+    many = rng.normal(10, 1, 200)
+    lo5, hi5 = stats.bootstrap_ci(few, "mean", 2000, 0.95, seed=1)
+    lo200, hi200 = stats.bootstrap_ci(many, "mean", 2000, 0.95, seed=1)
+    assert lo5 <= np.mean(few) <= hi5
+    assert lo200 <= 10 <= hi200
+    assert hi200 - lo200 < hi5 - lo5
+    # deterministic for a seed, and a different seed is a control
+    assert stats.bootstrap_ci(few, "iqm", 500, 0.95, seed=1) == stats.bootstrap_ci(few, "iqm", 500, 0.95, seed=1)
+    assert stats.bootstrap_ci(few, "iqm", 500, 0.95, seed=1) != stats.bootstrap_ci(few, "iqm", 500, 0.95, seed=2)
+    assert stats.bootstrap_ci([3.0], "iqm") == (3.0, 3.0)
+    assert all(math.isnan(v) for v in stats.bootstrap_ci([]))
+
+
+def test_aggregate_groups_and_counts_missing_values_as_not_reached():
+    df = pd.DataFrame({
+        "policy": ["a"] * 4 + ["b"] * 4,
+        "t": [1.0, 2.0, 3.0, np.nan, 10.0, 10.0, 10.0, 10.0],
+    })  # fmt: skip
+    agg = stats.aggregate(df, ["policy"], ["t"], "mean", 500, 0.95).set_index("policy")
+    assert agg.loc["a", "t"] == pytest.approx(2.0)
+    assert agg.loc["a", "t_reached"] == pytest.approx(0.75)
+    assert agg.loc["b", "t_lo"] == agg.loc["b", "t_hi"] == pytest.approx(10.0)
+    assert list(agg["n_seeds"]) == [4, 4]
+    with pytest.raises(ValueError, match="experiments.aggregate"):
+        stats.point_estimate([1.0], "median")
+
+
+def test_paired_values_line_up_by_seed():
+    per_run = pd.DataFrame({"cluster": ["c"] * 4, "policy": ["a", "b", "a", "b"], "seed": [0, 0, 1, 1],
+                            "t": [2.0, 4.0, 3.0, 9.0]})
+    t = stats.paired(per_run, per_run["t"], ["cluster"])
+    assert (t["a"] / t["b"]).tolist() == [0.5, pytest.approx(1 / 3)]  # per seed, never across seeds
+    cfg = config.load(profile="smoke", overrides={"experiments": {"aggregate": "mean"}})
+    est = stats.estimate([0.5, float("inf"), float("nan"), 1.5], cfg)  # only finite values count
+    assert est["estimate"] == pytest.approx(1.0) and est["n_seeds"] == 2 and est["ci_lo"] <= 1.0 <= est["ci_hi"]

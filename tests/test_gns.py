@@ -10,7 +10,8 @@ import pytest
 
 from dynamix.policies import Bounds, PolicyContext, make_policy
 from dynamix.policies.gns import GradientNoiseEstimator, adascale_gain, efficiency, noise_moments
-from dynamix.policies.synthetic import LinearRegressionProblem, SyntheticCluster, drive
+
+from helpers.synthetic import LinearRegressionProblem, SyntheticCluster, drive
 
 
 def test_efficiency_in_unit_interval_and_non_increasing_over_random_parameters():

@@ -1,8 +1,9 @@
-"""Notebooks: hygiene (stripped, thin, literal parameters, generated) and papermill runs (smoke profile).
+"""Notebooks: hygiene (stripped, thin, literal parameters, generated) and the whole smoke pipeline.
 
-Every notebook runs under papermill with the smoke profile into a temporary results folder and the
-test checks the files it wrote. The cheap data/calibration notebook runs in the default tier (from
-the repo root, as DVC runs it, and from notebooks/, as JupyterLab does); the full chain is ``slow``.
+The default tier runs every notebook in order under papermill with the smoke profile into a
+temporary results root (once per session, :func:`smoke_pipeline`), then checks the files each stage
+declares in dvc.yaml, that the repository's results/ is untouched, and that every claims row has
+finite numbers and the verdict its rule gives (:func:`dynamix.experiments.claims.row_verdict`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import json
 from pathlib import Path
 
 import nbformat
+import numpy as np
+import pandas as pd
 import pytest
 
 from dynamix import paths
 from dynamix.experiments import EXPERIMENTS
 from dynamix.experiments import notebooks as gen
 
-NOTEBOOK_FILES = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
+NOTEBOOK_FILES = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))  # pipeline; explore.ipynb: test_explore.py
 
 
 def _code_cells(nb):
@@ -80,8 +83,8 @@ def _check_stage_files(results: Path, stage: str) -> None:
     declared += [next(iter(m)) for m in stages[stage].get("metrics", [])]
     for rel in declared:
         rel = Path(rel).relative_to("results")
-        if rel.parts[0] in ("notebooks", "calibration", "policies"):
-            continue  # written by papermill / into the repo's results (calibration, main policy)
+        if rel.parts[0] == "notebooks":
+            continue  # written by papermill, checked by the caller
         target = results / rel
         assert target.exists(), f"stage {stage}: {target} was not written"
     for plot in dvc["plots"]:  # every figure DVC shows for this stage was drawn
@@ -94,22 +97,63 @@ def _check_stage_files(results: Path, stage: str) -> None:
         assert png.stat().st_size > 1000 and png.with_suffix(".pdf").exists()
 
 
-def test_prepare_notebook_runs_from_repo_root_and_from_notebooks_dir(tmp_path):
-    out = _execute("00_prepare.ipynb", tmp_path / "a", paths.ROOT)
-    _check_stage_files(tmp_path / "a", "prepare")
-    summary = json.loads((tmp_path / "a" / "prepare" / "summary.json").read_text())
-    assert summary["n_train"] > 0 and len(summary["class_counts"]["train"]) == 10
-    executed = nbformat.read(out, as_version=4)
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` with its size and modification time (nanoseconds)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*") if p.is_file()} if root.exists() else {}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def smoke_pipeline(tmp_path_factory) -> Path:
+    """The whole chain, as ``dvc repro`` runs it (every notebook in order, from the repo root), with
+    the smoke profile into a temporary results root: ``results_dir`` and ``$DYNAMIX_RESULTS`` (which
+    the kernels inherit: calibration and policies go there too) point at it."""
+    results = tmp_path_factory.mktemp("smoke") / "results"
+    repo_results = _tree(paths.RESULTS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DYNAMIX_RESULTS", str(results))
+        for spec in gen.NOTEBOOKS:
+            _execute(f"{spec.stem}.ipynb", results, paths.ROOT)
+    assert _tree(paths.RESULTS) == repo_results, "the smoke pipeline wrote into the repository's results/"
+    return results
+
+
+@pytest.mark.parametrize("spec", gen.NOTEBOOKS, ids=lambda s: s.experiment)
+def test_every_stage_of_the_smoke_pipeline_writes_what_dvc_declares(smoke_pipeline, spec):
+    _check_stage_files(smoke_pipeline, spec.experiment)
+    executed = nbformat.read(smoke_pipeline / "notebooks" / f"{spec.stem}.ipynb", as_version=4)
     assert any(c.get("outputs") for c in _code_cells(executed)), "papermill output should hold results"
-    _execute("00_prepare.ipynb", tmp_path / "b", paths.NOTEBOOKS)  # JupyterLab's working directory
-    assert (tmp_path / "b" / "prepare" / "summary.csv").read_text() == (tmp_path / "a" / "prepare" / "summary.csv").read_text()
 
 
-@pytest.mark.slow
-def test_every_notebook_runs_in_order_under_papermill_with_the_smoke_profile(tmp_path):
-    """The whole chain, as ``dvc repro`` runs it, into a temporary results folder."""
-    for spec in gen.NOTEBOOKS:
-        _execute(f"{spec.stem}.ipynb", tmp_path, paths.ROOT)
-        _check_stage_files(tmp_path, spec.experiment)
-    claims = (tmp_path / "claims" / "claims.csv").read_text()
-    assert "46%" in claims or "training time" in claims
+def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smoke_pipeline):
+    from dynamix import config
+    from dynamix.experiments import claims
+
+    cfg = config.load(profile="smoke")
+    table = pd.read_csv(smoke_pipeline / "claims" / "claims.csv")
+    assert {"claim", "estimate", "ci_lo", "ci_hi", "verdict", "n_seeds", "n_cells", "null", "side"} <= set(table.columns)
+    numbers = table[["estimate", "ci_lo", "ci_hi"]].to_numpy(dtype=float)
+    assert np.isfinite(numbers).all(), table[["claim", "estimate", "ci_lo", "ci_hi"]]
+    assert (table["ci_lo"] <= table["ci_hi"]).all()
+    for _, row in table.iterrows():
+        assert row["verdict"] == claims.row_verdict(row), f"{row['claim']}: {row['verdict']!r} breaks the rule"
+    assert (table["n_seeds"] == cfg.experiments.seeds).all()  # seeds, not seeds x cells
+    kinds = " | ".join(table["claim"])
+    for part in ("final accuracy vs static", "less training time vs static", "largest cluster",
+                 "transferred policy generalises", f"DYNAMIX vs {claims.teacher_spec(cfg)}"):
+        assert part in kinds, f"no claims row for {part!r}"
+    # "static" is the median of the baselines' whole sweep, run in the inference experiment
+    inference = pd.read_csv(smoke_pipeline / "inference" / "summary.csv")
+    sweep = {f"static:{b}" for b in cfg.experiments.baselines.batch_sizes}
+    assert sweep <= set(inference["policy"])
+    summary = json.loads((smoke_pipeline / "summary.json").read_text())
+    assert summary["accuracy_gain_pts"] == pytest.approx(table["estimate"].iloc[0])
+
+
+def test_prepare_notebook_from_the_notebooks_dir_matches_the_pipeline(smoke_pipeline, tmp_path, monkeypatch):
+    """JupyterLab's working directory is notebooks/: the same notebook gives the same table there."""
+    monkeypatch.setenv("DYNAMIX_RESULTS", str(smoke_pipeline))  # reuse the pipeline's calibration
+    _execute("00_prepare.ipynb", tmp_path, paths.NOTEBOOKS)
+    summary = json.loads((tmp_path / "prepare" / "summary.json").read_text())
+    assert summary["n_train"] > 0 and len(summary["class_counts"]["train"]) == 10
+    assert (tmp_path / "prepare" / "summary.csv").read_text() == (smoke_pipeline / "prepare" / "summary.csv").read_text()

@@ -9,8 +9,9 @@ import pytest
 from dynamix.config import ConfigError
 from dynamix.policies import Bounds, PolicyContext, known_policies, make_policy
 from dynamix.policies.allocation import allocate, balance, predicted_times_ms, round_to_total
-from dynamix.policies.synthetic import SyntheticCluster, drive
 from dynamix.policies.timing import WorkerTimeModel
+
+from helpers.synthetic import SyntheticCluster, drive
 
 
 def random_case(gen: np.random.Generator):

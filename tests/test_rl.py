@@ -20,6 +20,7 @@ from stable_baselines3.common.env_checker import check_env
 from dynamix import cli, config
 from dynamix import cluster as cluster_mod
 from dynamix.cluster import homogeneous
+from dynamix.cluster.costmodel import CostModel
 from dynamix.config import ConfigError, RewardConfig
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.models import build_model, gradient_bytes
@@ -32,7 +33,6 @@ from dynamix.rl.reward import time_weighted, worker_rewards
 from dynamix.rl.state import FEATURE_NAMES, FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
 from dynamix.rl.train import PROGRESS_COLUMNS, teacher_venvs, train_policy
 from dynamix.rl.warmstart import teacher_actions, warm_start
-from dynamix.sim.costmodel import CostModel
 from dynamix.sim.run import simulate
 
 ACTIONS = (-8, -2, 0, 2, 8)

@@ -15,11 +15,12 @@ from stable_baselines3.common.env_checker import check_env
 
 from dynamix import config
 from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
-from dynamix.engine.testing import sizes_by_window
 from dynamix.rl.artifact import load_policy
 from dynamix.rl.env import DynamixEnv, training_config
 from dynamix.rl.state import OBS_DIM, apply_actions
 from dynamix.rl.train import train_policy
+
+from helpers.engine import sizes_by_window
 
 
 def engine_rl_cfg(**rl) -> config.Config:

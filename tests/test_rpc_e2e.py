@@ -21,10 +21,13 @@ import pytest
 
 from dynamix import config, paths
 from dynamix.engine.launch import build_torchrun_command, prepare, run_local
-from dynamix.engine.testing import free_port, sizes_by_window
+from dynamix.engine.world import free_port
 from dynamix.policies.base import BatchSizePolicy, Decision
 from dynamix.rpc.arbitrator import RunSettings
-from dynamix.rpc.testing import local_server, registration
+from dynamix.rpc.local import local_server
+
+from helpers.engine import sizes_by_window
+from helpers.rpc import registration
 
 
 class Cycle(BatchSizePolicy):

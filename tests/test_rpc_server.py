@@ -24,11 +24,13 @@ from dynamix.policies import make_policy
 from dynamix.rpc import convert
 from dynamix.rpc.arbitrator import Arbitrator, RunSettings
 from dynamix.rpc.client import ArbitratorClient, ClientSettings
+from dynamix.rpc.local import local_server
 from dynamix.rpc.server import ArbitratorServer, SERVICE_NAME
-from dynamix.rpc.testing import local_server, registration, sample_report
 from dynamix.rpc.v1 import arbitrator_pb2 as pb
 from dynamix.rpc.v1 import arbitrator_pb2_grpc as pb_grpc
 from dynamix.rpc.validate import GLOBAL_RANGES, NAN_ALLOWED, WORKER_RANGES, FailedPrecondition
+
+from helpers.rpc import registration, sample_report
 
 RUN = "test-run"
 

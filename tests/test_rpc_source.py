@@ -3,13 +3,15 @@ some ranks reach the arbitrator (fail-open), and a resumed rank registers with i
 
 from __future__ import annotations
 
-from dynamix.engine.testing import free_port, spawn_world
+from dynamix.engine.world import free_port, spawn_world
 from dynamix.policies import make_policy
 from dynamix.policies.base import PolicyContext
 from dynamix.rpc.arbitrator import RunSettings
 from dynamix.rpc.client import ClientSettings
+from dynamix.rpc.local import local_server
 from dynamix.rpc.source import RemoteDecisionSource
-from dynamix.rpc.testing import local_server, sample_report
+
+from helpers.rpc import sample_report
 
 
 def _windows(source: RemoteDecisionSource, rank: int, current: tuple[int, ...], windows: range) -> list[tuple]:

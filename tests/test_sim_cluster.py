@@ -13,12 +13,12 @@ import torch
 
 from dynamix import cluster as clusters
 from dynamix import config
+from dynamix.cluster.costmodel import CostModel
 from dynamix.data import load_cifar10
 from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, WorkerWindow
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy
 from dynamix.sim.cluster import VirtualCluster
-from dynamix.sim.costmodel import CostModel
 from dynamix.sim.run import simulate
 
 MODEL = {"name": "tiny-cnn", "width": 0.25}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dynamix.cluster import Architecture
-from dynamix.sim.costmodel import BYTES_PER_MS_PER_GBPS, CostModel
+from dynamix.cluster.costmodel import BYTES_PER_MS_PER_GBPS, CostModel
 
 CASES = 300
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dynamix import cluster as clusters
-from dynamix.sim.dynamics import ClusterDynamics
+from dynamix.cluster.dynamics import ClusterDynamics
 
 
 def spec(**extra):

@@ -32,7 +32,8 @@ from tqdm.auto import tqdm
 
 from dynamix import paths
 from dynamix.config import DataConfig
-from dynamix.train import checkpoint
+from dynamix.errors import InputFileError
+from dynamix.io import save_torch
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ ENV_VAR = "DYNAMIX_CIFAR10"
 CACHE_VERSION = 1
 
 
-class DataSourceError(RuntimeError):
+class DataSourceError(InputFileError, RuntimeError):
     """A CIFAR-10 source is missing or malformed; the message names the source and the options."""
 
 
@@ -107,8 +108,8 @@ def load_cifar10(cfg: DataConfig | None = None, use_cache: bool = True) -> Cifar
     out = Cifar10(*data, source=f"{kind}:{path}")
     if use_cache:
         # Atomic, with a per-process temporary file: several ranks may decode a fresh source at once.
-        checkpoint.save(cache, {"train_x": out.train_x, "train_y": out.train_y,
-                                "test_x": out.test_x, "test_y": out.test_y})
+        save_torch(cache, {"train_x": out.train_x, "train_y": out.train_y,
+                           "test_x": out.test_x, "test_y": out.test_y})
         log.info("cached decoded CIFAR-10 at %s", cache)
     return out
 

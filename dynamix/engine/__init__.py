@@ -3,7 +3,7 @@ ring and parameter-server synchronisation, heterogeneity emulation and per-windo
 
 Entry points: ``dynamix launch`` (:mod:`dynamix.engine.launch`), :func:`run_local` (notebooks,
 experiments, simulator validation), :class:`~dynamix.engine.worker.Engine` (one rank), and
-:func:`dynamix.engine.testing.spawn_world` (N local gloo ranks for tests).
+:func:`dynamix.engine.world.spawn_world` (N local gloo ranks in one call).
 """
 
 from dynamix.engine.launch import build_torchrun_command, run_local  # noqa: F401

@@ -21,8 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch.distributed as dist
 
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext, make_policy
-
+from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext, make_policy
 
 
 @runtime_checkable
@@ -42,20 +41,6 @@ def broadcast_decision(decision: Decision | None, src: int = 0, group: Any = Non
     box = [decision]
     dist.broadcast_object_list(box, src=src, group=group)
     return box[0]
-
-
-def check_decision(decision: Decision, n_workers: int, bounds: Bounds) -> Decision:
-    """Reject vectors of the wrong length or outside the bounds: a sampler fed them would misbehave."""
-    sizes = tuple(int(b) for b in decision.batch_sizes)
-    if len(sizes) != n_workers:
-        raise ValueError(f"decision.batch_sizes has {len(sizes)} entries: need one per worker ({n_workers})")
-    bad = [b for b in sizes if not bounds.min <= b <= bounds.max]
-    if bad:
-        raise ValueError(f"decision.batch_sizes = {sizes} has {bad} outside [batch.min, batch.max] = "
-                         f"[{bounds.min}, {bounds.max}]")
-    if not decision.lr_scale > 0:
-        raise ValueError(f"decision.lr_scale = {decision.lr_scale} is out of range: must be > 0")
-    return Decision(sizes, float(decision.lr_scale))
 
 
 class LocalPolicySource:

@@ -2,7 +2,7 @@
 
 The cluster spec (:mod:`dynamix.cluster`, the simulator's schema) gives worker i a relative speed s_i,
 a link (bandwidth bw_i, latency l_i), events and stragglers. Per iteration t, with the simulator's
-:class:`~dynamix.sim.dynamics.ClusterDynamics` factors (so the engine and the simulator see the same
+:class:`~dynamix.cluster.dynamics.ClusterDynamics` factors (so the engine and the simulator see the same
 straggler pattern for a spec):
 
 - **compute, by time dilation**: speed f = s_i * speed_factor_i(t); after measuring its compute c
@@ -11,11 +11,11 @@ straggler pattern for a spec):
   t_i = (a_m + c_m b_i) / s_i scales (:mod:`dynamix.sim.calibrate` times exactly that). The sleep
   falls where the faster peers wait at the barrier anyway, so every rank starts computing together
   after the reduction, as the calibration's lockstep processes do. (Dilating forward and backward
-  alone left the batch construction and step at native speed: an emulated third-speed worker ran
-  15-20 % faster than the simulator predicted, ``dynamix validate-sim`` on 2026-11-22.) Speeds above
-  1 cannot be emulated on the reference machine and run at native speed.
+  alone would leave batch construction and the step at native speed, and the emulated worker faster
+  than the cost model; docs/clusters.md.) Speeds above 1 cannot be emulated on the reference machine
+  and run at native speed.
 - **network, by injected time**: the modelled communication time T_comm(t) of
-  :meth:`~dynamix.sim.costmodel.CostModel.comm_ms` (ring or parameter server, with bandwidths scaled
+  :meth:`~dynamix.cluster.costmodel.CostModel.comm_ms` (ring or parameter server, with bandwidths scaled
   by the bandwidth events) is a floor on the measured synchronisation time; after the real
   collective the rank sleeps max(0, T_comm - measured). Every rank computes the same T_comm, so the
   collective behaves as if it ran over the slowest link. This is portable (no root, no qdisc); with
@@ -32,8 +32,8 @@ import time
 import numpy as np
 
 from dynamix.cluster import ClusterSpec
-from dynamix.sim.costmodel import CostModel
-from dynamix.sim.dynamics import ClusterDynamics
+from dynamix.cluster.costmodel import CostModel
+from dynamix.cluster.dynamics import ClusterDynamics
 
 log = logging.getLogger(__name__)
 

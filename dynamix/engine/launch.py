@@ -1,4 +1,5 @@
-"""``dynamix launch``: build and run the ``torchrun`` command for the distributed engine.
+"""Build and run the ``torchrun`` command for the distributed engine (``dynamix launch``,
+:mod:`dynamix.commands.launch`).
 
 Single machine (N worker processes; ``--arch ps`` adds ``engine.num_servers`` server processes)::
 
@@ -22,7 +23,6 @@ which the ranks read (``python -m dynamix.engine``), so every rank trains the sa
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -34,7 +34,7 @@ import yaml
 
 from dynamix import cluster as cluster_mod
 from dynamix import config as config_mod
-from dynamix.config import Config
+from dynamix.config import Config, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def build_torchrun_command(cfg_path: Path, out_dir: Path, nproc: int, *, spec_pa
            f"--max-restarts={max_restarts}"]
     if nnodes > 1:
         if not rdzv_endpoint:
-            raise ValueError("--rdzv-endpoint HOST:PORT is required with --nnodes > 1")
+            raise ConfigError("--rdzv-endpoint HOST:PORT is required with --nnodes > 1")
         cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
                 f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={rdzv_id}"]
     else:
@@ -110,7 +110,7 @@ def run_netns(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
     from dynamix.engine.netns import NetnsCluster, run_ranks
 
     if spec is None:
-        raise ValueError("engine.net_mode = 'netns' needs a cluster spec (--cluster) for the link bandwidths")
+        raise ConfigError("engine.net_mode = 'netns' needs a cluster spec (--cluster) for the link bandwidths")
     out = Path(out_dir)
     cfg_path, spec_path = prepare(cfg, out, spec)
     n_servers = cfg.engine.num_servers if cfg.engine.arch == "ps" else 0
@@ -136,11 +136,11 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
     """Train with ``nproc`` local workers; returns the run's summary (also in OUT/summary.json).
 
     ``method="torchrun"`` runs the real launcher in a subprocess (supports ``max_restarts``);
-    ``method="spawn"`` starts the ranks with :func:`dynamix.engine.testing.spawn_world` (tests).
+    ``method="spawn"`` starts the ranks with :func:`dynamix.engine.world.spawn_world` (tests).
     """
     out = Path(out_dir)
     if method == "spawn":
-        from dynamix.engine.testing import spawn_world
+        from dynamix.engine.world import spawn_world
 
         out.mkdir(parents=True, exist_ok=True)
         results = spawn_world(_spawn_rank, world_size(cfg, nproc), cfg.to_dict(), str(out), spec, policy_spec,
@@ -161,65 +161,11 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
     return json.loads((out / "summary.json").read_text())
 
 
-# --------------------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynamix.train.cli import add_config_arguments
-
-    add_config_arguments(parser)
-    parser.add_argument("--nproc", type=int, help="worker processes (default: engine.world_size); with "
-                        "--nnodes > 1: processes on this node")
-    parser.add_argument("--arch", choices=("ring", "ps"), help="synchronisation (default: engine.arch)")
-    parser.add_argument("--cluster", help="cluster spec YAML for heterogeneity emulation, or 'none' "
-                        "(default: engine.cluster)")
-    parser.add_argument("--policy", help="batch-size policy spec (default: policy.spec)")
-    parser.add_argument("--arbitrator", metavar="HOST:PORT", help="ask a gRPC arbitrator instead of a local policy")
-    parser.add_argument("--initial", help="initial per-worker batch sizes, comma-separated")
-    parser.add_argument("--out", required=True, help="output folder (runs.csv, summary.json, checkpoint.pt)")
-    parser.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a rank fails")
-    parser.add_argument("--nnodes", type=int, default=1, help="machines (multi-node rendezvous)")
-    parser.add_argument("--node-rank", type=int, default=0, help="this machine's index, 0..nnodes-1")
-    parser.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
-    parser.add_argument("--rdzv-id", default="dynamix", help="rendezvous id shared by the nodes of one run")
-    parser.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
-
-
 def parse_sizes(text: str | None) -> tuple[int, ...] | None:
+    """``"64,64,32"`` -> ``(64, 64, 32)``: initial per-worker batch sizes (``--initial``); None when empty."""
     if not text:
         return None
     try:
         return tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise ValueError(f"--initial {text!r} must be comma-separated integers, e.g. 64,64,32") from None
-
-
-def main(args: argparse.Namespace) -> int:
-    overrides = list(args.overrides)
-    if args.arch:
-        overrides.append(f"engine.arch={args.arch}")
-    cfg = config_mod.load(args.params, args.profile, overrides)
-    nproc = args.nproc or cfg.engine.world_size
-    spec_arg = args.cluster if args.cluster is not None else cfg.engine.cluster
-    spec = None if spec_arg in ("", "none") else cluster_mod.load(spec_arg)
-    out = Path(args.out)
-    if cfg.engine.net_mode == "netns" and not args.dry_run:
-        rc = run_netns(cfg, spec, args.policy, out, nproc, arbitrator=args.arbitrator,
-                       initial_sizes=parse_sizes(args.initial))
-        print((out / "summary.json").read_text())
-        return rc
-    cfg_path, spec_path = prepare(cfg, out, spec)
-    procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
-    cmd = build_torchrun_command(cfg_path, out, procs, spec_path=spec_path, policy_spec=args.policy,
-                                 arbitrator=args.arbitrator, initial_sizes=parse_sizes(args.initial),
-                                 max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
-                                 rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
-    if args.dry_run:
-        print(" ".join(cmd))
-        return 0
-    rc = subprocess.run(cmd, env=launch_env()).returncode
-    if rc == 0 and (out / "summary.json").exists():
-        print((out / "summary.json").read_text())
-    return rc
+        raise ConfigError(f"--initial {text!r} must be comma-separated integers, e.g. 64,64,32") from None

@@ -1,6 +1,6 @@
 """One rank of the distributed engine: the bulk-synchronous training loop with per-worker batch sizes.
 
-Launched by ``torchrun`` (see :mod:`dynamix.engine.launch`) or by :mod:`dynamix.engine.testing`; the
+Launched by ``torchrun`` (see :mod:`dynamix.engine.launch`) or by :mod:`dynamix.engine.world`; the
 process group is initialised from the usual environment (MASTER_ADDR/PORT, RANK, WORLD_SIZE).
 Ranks 0..N-1 are workers; in parameter-server mode ranks N..N+S-1 are the S servers.
 
@@ -50,14 +50,14 @@ from dynamix import cluster as cluster_mod
 from dynamix.config import Config, ConfigError
 from dynamix.csvlog import append_rows, truncate_rows
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
-from dynamix.engine.decisions import DecisionSource, check_decision, make_source
+from dynamix.engine.decisions import DecisionSource, make_source
 from dynamix.engine.hetero import Emulator, fit_spec
 from dynamix.engine.sync import FLAG_CHECKPOINT, FlatBuffers, ParameterServer, PSClient, RingSync
 from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, window_rows
 from dynamix.metrics.system import SystemMonitor
 from dynamix.metrics.window import WindowAccumulator
 from dynamix.models import build_model
-from dynamix.policies.base import Bounds, PolicyContext
+from dynamix.policies.base import Bounds, PolicyContext, check_decision
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.train import checkpoint
 from dynamix.train.core import Trainer

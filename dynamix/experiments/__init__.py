@@ -1,7 +1,7 @@
 """The experiments behind every figure: one module per notebook, each with ``run(cfg, out_dir) -> dict``.
 
 ``run`` writes ``runs.csv``, ``summary.csv``, ``summary.json`` and ``manifest.json`` into ``out_dir``
-(see :mod:`dynamix.experiments.common`) and returns the summary; ``figures(out_dir, fig_dir)`` draws
+(see :mod:`dynamix.experiments.shared`) and returns the summary; ``figures(out_dir, fig_dir)`` draws
 the experiment's figures from those files (:mod:`dynamix.plots`). The notebooks and ``dynamix run``
 call exactly these two functions.
 
@@ -25,11 +25,14 @@ EXPERIMENTS: dict[str, str] = {
     "scalability": "dynamix.experiments.scalability",
     "transfer": "dynamix.experiments.transfer",
     "claims": "dynamix.experiments.claims",
+    "ablation": "dynamix.experiments.ablation",
 }
 
 
 def get(name: str) -> ModuleType:
     """The module of experiment ``name``; unknown names list the known ones."""
     if name not in EXPERIMENTS:
-        raise ValueError(f"experiment {name!r} is unknown: must be one of {', '.join(EXPERIMENTS)}")
+        from dynamix.config import ConfigError
+
+        raise ConfigError(f"experiment {name!r} is unknown: must be one of {', '.join(EXPERIMENTS)}")
     return importlib.import_module(EXPERIMENTS[name])

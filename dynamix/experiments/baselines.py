@@ -16,9 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import cluster, plots
+from dynamix import cluster, io, plots
 from dynamix.config import Config
-from dynamix.experiments import common
+from dynamix.evaluation import stats
+from dynamix.evaluation.runs import curves, run_summary
+from dynamix.evaluation.runner import SimTask, run_simulations
+from dynamix.experiments import shared
+from dynamix.experiments.manifest import read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +33,17 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     e = cfg.experiments.baselines
     spec = cluster.load(e.cluster)
-    sim_cfg = common.sim_config(cfg)
+    sim_cfg = shared.sim_config(cfg)
     tasks = [
-        common.SimTask(spec, sim_cfg, f"static:{b}", seed, (("batch_size", b),))
+        SimTask(spec, sim_cfg, f"static:{b}", seed, (("batch_size", b),))
         for b in e.batch_sizes
-        for seed in common.seeds(cfg)
+        for seed in shared.seeds(cfg)
     ]
-    runs = common.run_simulations(tasks, cfg.experiments.jobs, desc="static sweep")
-    per_run = common.run_summary(runs, ["policy", "batch_size"])
-    agg = common.aggregate_cfg(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s"], cfg)
-    common.write_csv(runs, out / "runs.csv")
-    common.write_csv(per_run, out / "summary.csv")
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="static sweep")
+    per_run = run_summary(runs, ["policy", "batch_size"])
+    agg = stats.aggregate_cfg(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s"], cfg)
+    io.write_csv(runs, out / "runs.csv")
+    io.write_csv(per_run, out / "summary.csv")
     best = agg.loc[agg["final_accuracy"].idxmax()]
     summary = {
         "cluster": spec.name,
@@ -51,8 +55,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
             "total_time_s": r.total_time_s, "throughput_samples_per_s": r.throughput_samples_per_s,
         } for r in agg.itertuples()},
     }  # fmt: skip
-    common.write_json(out / "summary.json", summary)
-    common.write_manifest(out, cfg, NAME, {"cluster_spec": e.cluster})
+    io.write_json(out / "summary.json", summary)
+    write_manifest(out, cfg, NAME, {"cluster_spec": e.cluster})
     return summary
 
 
@@ -60,10 +64,10 @@ def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     out, fig = Path(out_dir), Path(fig_dir)
     runs = pd.read_csv(out / "runs.csv")
     per_run = pd.read_csv(out / "summary.csv")
-    manifest = common.read_manifest(out)
+    manifest = read_manifest(out)
     e = manifest["config"]["experiments"]
-    curves = common.curves(runs, ["policy", "seed"])
-    plots.baselines_accuracy_vs_time(curves, fig / "accuracy_vs_time")
-    agg = common.aggregate(per_run, ["batch_size"], ["throughput_samples_per_s"], e["aggregate"], e["n_boot"], e["ci"])
+    per_window = curves(runs, ["policy", "seed"])
+    plots.baselines_accuracy_vs_time(per_window, fig / "accuracy_vs_time")
+    agg = stats.aggregate(per_run, ["batch_size"], ["throughput_samples_per_s"], e["aggregate"], e["n_boot"], e["ci"])
     plots.baselines_throughput_vs_batch(agg.sort_values("batch_size"), fig / "throughput_vs_batch")
     return [fig / "accuracy_vs_time.png", fig / "throughput_vs_batch.png"]

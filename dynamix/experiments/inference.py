@@ -3,22 +3,25 @@
 For each held-out cluster (``experiments.inference.clusters``), each optimiser workload
 (``optimizers``: SGD at ``optim.lr``, Adam at ``adam_lr``) and each seed, every policy in
 ``policies`` trains the experiments' workload on the simulator; ``dynamix`` is the policy of the
-policy_training stage (``<results>/policies/<name>.zip``).
+policy_training stage (``<results>/policies/<name>.zip``). ``policies`` holds the whole static sweep
+of the baselines (``static:B`` for every B in ``experiments.baselines.batch_sizes``: the claims compare
+with its median, :func:`check_static_sweep`) and the teacher rule of the agent's warm start,
+``lbbsp:batch=512``, wherever LB-BSP is.
 
-Time to target and the run budget follow :mod:`dynamix.rl.evaluate` (one definition for the
+Time to target and the run budget follow :mod:`dynamix.evaluation` (one definition for the
 project): per cluster and workload, target = ``rl.target_fraction`` x the best policy's mean final
 accuracy (or ``rl.target_accuracy`` when set); a run's time to target is when its test accuracy first
-reaches it, interpolated between window ends (:func:`dynamix.rl.evaluate.time_to_target`; empty when
+reaches it, interpolated between window ends (:func:`dynamix.evaluation.targets.time_to_target`; empty when
 never reached); with ``rl.eval_budget: time`` every run has the
-virtual time the static ``batch.initial`` run needs for ``experiments.epochs`` (:func:`common.budgeted`).
+virtual time the static ``batch.initial`` run needs for ``experiments.epochs`` (:func:`~dynamix.experiments.shared.budgeted`).
 
 Then one end-to-end run of the real engine (``engine_iters`` iterations, 4 torchrun workers emulating
 ``engine_cluster``) whose batch sizes come from a gRPC arbitrator on 127.0.0.1 serving
 ``engine_policy``; ``summary.json`` records whether every window trained with the decided sizes.
 
 Outputs: ``runs.csv``, ``summary.csv`` (per cluster, optimizer, policy, seed), ``summary.json`` (IQM
-and bootstrap intervals per policy; DYNAMIX's ratios against the median static, LB-BSP and GNS from
-:func:`dynamix.rl.evaluate.compare`), ``engine/`` (the engine run's runs.csv and summary),
+and bootstrap intervals per policy; DYNAMIX's ratios against the median static and every adaptive policy from
+:func:`dynamix.evaluation.compare.compare`), ``engine/`` (the engine run's runs.csv and summary),
 ``manifest.json``.
 """
 
@@ -29,10 +32,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import cluster, plots
+from dynamix import cluster, io, plots
 from dynamix.config import Config
-from dynamix.experiments import common
-from dynamix.experiments.policy_training import policy_dir
+from dynamix.evaluation import stats
+from dynamix.evaluation.compare import compare
+from dynamix.evaluation.runner import SimTask, run_simulations
+from dynamix.evaluation.runs import curves, run_summary
+from dynamix.evaluation.targets import with_targets
+from dynamix.experiments import shared
+from dynamix.experiments.manifest import read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -42,49 +50,41 @@ KEYS = ["cluster", "optimizer", "policy"]
 
 def workload(cfg: Config, optimizer: str) -> Config:
     """The experiments' simulated config for one optimiser workload (Adam at ``adam_lr``)."""
-    optim: dict = {"name": optimizer}
-    if optimizer == "adam":
-        optim["lr"] = cfg.experiments.inference.adam_lr
-    return common.sim_config(cfg, optim=optim)
+    return shared.sim_config(cfg, optim=shared.optimizer(cfg, optimizer))
 
 
-def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: list[str]) -> pd.DataFrame:
-    """``per_run`` with ``target_accuracy`` and ``time_to_target_s`` set by
-    :func:`dynamix.rl.evaluate.set_targets` separately within each group of ``by`` (e.g. optimiser)."""
-    from dynamix.rl.evaluate import set_targets
-
-    parts = []
-    for key, rows in per_run.groupby(by, sort=False):
-        key = key if isinstance(key, tuple) else (key,)
-        mask = pd.Series(True, index=runs.index)
-        for col, val in zip(by, key):
-            mask &= runs[col] == val
-        parts.append(set_targets(rows.assign(time_to_target_s=float("nan"), target_accuracy=float("nan")),
-                                 runs[mask], cfg.rl.target_fraction, cfg.rl.target_accuracy))  # fmt: skip
-    return pd.concat(parts).sort_index()
+def check_static_sweep(cfg: Config) -> None:
+    """The claims' "static" is the median over the baselines' whole sweep: every ``static:B`` of
+    ``experiments.baselines.batch_sizes`` must be among ``experiments.inference.policies``."""
+    have = set(cfg.experiments.inference.policies)
+    missing = [f"static:{b}" for b in cfg.experiments.baselines.batch_sizes if f"static:{b}" not in have]
+    if missing:
+        raise ValueError(f"experiments.inference.policies lacks {', '.join(missing)}: it must hold static:B for "
+                         f"every B in experiments.baselines.batch_sizes {list(cfg.experiments.baselines.batch_sizes)}")
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:
-    from dynamix.rl.evaluate import compare
-
     out = Path(out_dir)
     e = cfg.experiments.inference
-    pdir = policy_dir(out)
+    check_static_sweep(cfg)
+    pdir = shared.policy_dir(out)
     specs = [cluster.load(c) for c in e.clusters]
     groups = [(spec, workload(cfg, opt), opt) for spec in specs for opt in e.optimizers]
-    run_cfgs = common.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups])
+    run_cfgs = shared.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups])
     tasks = [
-        common.SimTask(spec, run_cfg, common.resolve_policy(p, pdir, cfg.experiments.policy_training.name),
-                       seed, (("optimizer", opt),))
-        for (spec, _, opt), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in common.seeds(cfg)
+        SimTask(spec, run_cfg, shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name),
+                seed, (("optimizer", opt),))
+        for (spec, _, opt), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
     ]  # fmt: skip
-    runs = common.run_simulations(tasks, cfg.experiments.jobs, desc="inference")
-    per_run = with_targets(common.run_summary(runs, KEYS), runs, cfg, ["optimizer"])
-    common.write_csv(runs, out / "runs.csv")
-    common.write_csv(per_run, out / "summary.csv")
-    agg = common.aggregate_cfg(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg)
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="inference")
+    per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
+    io.write_csv(runs, out / "runs.csv")
+    io.write_csv(per_run, out / "summary.csv")
+    agg = stats.aggregate_cfg(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg)
+    adaptive = [p for p in dict.fromkeys(per_run["policy"]) if p != "dynamix" and not p.startswith("static")]
     ratios = pd.concat(
-        [compare(rows, "dynamix").assign(optimizer=opt) for opt, rows in per_run.groupby("optimizer", sort=False)]
+        [compare(rows, "dynamix", adaptive).assign(optimizer=opt)
+         for opt, rows in per_run.groupby("optimizer", sort=False)]
     ) if "dynamix" in set(per_run["policy"]) else pd.DataFrame()  # fmt: skip
     summary = {
         "policies": list(dict.fromkeys(per_run["policy"])),
@@ -94,8 +94,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     }
     if e.engine_iters > 0:
         summary["engine"] = engine_run(cfg, out / "engine", pdir)
-    common.write_json(out / "summary.json", summary)
-    common.write_manifest(out, cfg, NAME, {"clusters": list(e.clusters)})
+    io.write_json(out / "summary.json", summary)
+    write_manifest(out, cfg, NAME, {"clusters": list(e.clusters)})
     return summary
 
 
@@ -104,15 +104,15 @@ def engine_run(cfg: Config, out_dir: Path, pdir: Path) -> dict:
     from dynamix.engine import run_local
     from dynamix.policies import make_policy
     from dynamix.rpc.arbitrator import RunSettings
-    from dynamix.rpc.testing import local_server
+    from dynamix.rpc.local import local_server
 
     e = cfg.experiments.inference
     spec = cluster.load(e.engine_cluster)
-    ecfg = common.with_overrides(common.sim_config(cfg), {
+    ecfg = shared.with_overrides(shared.sim_config(cfg), {
         "train": {"max_iters": e.engine_iters, "eval_every": max(1, e.engine_iters // 4),
                   "checkpoint_every": 10 * e.engine_iters},
     })  # fmt: skip
-    policy = make_policy(common.resolve_policy(e.engine_policy, pdir, cfg.experiments.policy_training.name))
+    policy = make_policy(shared.resolve_policy(e.engine_policy, pdir, cfg.experiments.policy_training.name))
     decided: dict[int, tuple[int, ...]] = {}
     with local_server(policy, RunSettings.from_config(ecfg),
                       on_decision=lambda w, g, d: decided.__setitem__(g.window, tuple(d.batch_sizes))) as server:
@@ -140,11 +140,11 @@ def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     out, fig = Path(out_dir), Path(fig_dir)
     runs = pd.read_csv(out / "runs.csv")
     per_run = pd.read_csv(out / "summary.csv")
-    e = common.read_manifest(out)["config"]["experiments"]
+    e = read_manifest(out)["config"]["experiments"]
     first = per_run["cluster"].iloc[0]  # accuracy-vs-time on the first held-out cluster
-    plots.inference_accuracy_vs_time(common.curves(runs[runs["cluster"] == first], ["policy", "optimizer", "seed"]),
+    plots.inference_accuracy_vs_time(curves(runs[runs["cluster"] == first], ["policy", "optimizer", "seed"]),
                                      fig / "accuracy_vs_time", cluster=first)  # fmt: skip
-    agg = common.aggregate(per_run, ["optimizer", "cluster", "policy"], ["time_to_target_s", "final_accuracy"],
+    agg = stats.aggregate(per_run, ["optimizer", "cluster", "policy"], ["time_to_target_s", "final_accuracy", "total_time_s"],
                            e["aggregate"], e["n_boot"], e["ci"])  # fmt: skip
     plots.inference_time_to_target(agg, fig / "time_to_target")
     plots.inference_final_accuracy(agg, fig / "final_accuracy")

@@ -75,6 +75,15 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         "over seeds.",
         ('pd.read_csv(results / "claims" / "claims.csv")',),
     ),
+    NotebookSpec(
+        "07_ablation", "ablation", "Ablation: from the paper's recipe to ours",
+        "The paper's recipe (`rl.recipe: paper`), then one addition at a time up to the default recipe: "
+        "the time-weighted return, the imbalance time signal, our state (`lb_gap`), the LB-BSP warm start. "
+        "Time to target over the median static on the held-out and validation clusters, beside LB-BSP, GNS "
+        "and `lbbsp:batch=512`. The default profile reads the committed per-run results "
+        "(`docs/expected/ablation/`); the `ablation` profile trains and evaluates everything (about two hours).",
+        ('pd.read_csv(results / "ablation" / "table.csv")',),
+    ),
 )
 
 

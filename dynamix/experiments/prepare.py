@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import plots
+from dynamix import io, plots
 from dynamix.config import Config
 from dynamix.data import load_cifar10
-from dynamix.experiments import common
-from dynamix.experiments.transfer import parse_pair
+from dynamix.experiments import shared
+from dynamix.experiments.manifest import write_manifest
 from dynamix.sim.calibrate import calibrate, calibration_path, load_calibration
 
 log = logging.getLogger(__name__)
@@ -36,12 +36,12 @@ NAME = "prepare"
 def models_used(cfg: Config) -> list[tuple[str, float]]:
     """(name, width) of every model a simulated experiment trains, in first-use order: the
     experiments' workload, the RL training workload, both sides of every transfer pair."""
-    workload = common.sim_config(cfg).model
+    workload = shared.sim_config(cfg).model
     used = [(workload.name, workload.width)]
     if cfg.rl.model:
         used.append((cfg.rl.model, cfg.rl.width or cfg.model.width))
     for pair in cfg.experiments.transfer.pairs:
-        for side in parse_pair(pair):
+        for side in shared.parse_pair(pair):
             used.append((side.model, side.width))
     return list(dict.fromkeys(used))
 
@@ -59,7 +59,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
             "batch_sizes": json.dumps(list(cal.batch_sizes)), "median_ms": json.dumps(list(cal.median_ms)),
         })  # fmt: skip
     table = pd.DataFrame(rows)
-    common.write_csv(table, out / "summary.csv")
+    io.write_csv(table, out / "summary.csv")
     summary = {
         "data_source": data.source,
         "n_train": int(len(data.train_y)),
@@ -67,8 +67,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         "class_counts": counts,
         "calibration": {f"{r['model']}-w{r['width']:g}": {k: r[k] for k in ("a_ms", "c_ms_per_sample", "r2")} for r in rows},
     }
-    common.write_json(out / "summary.json", summary)
-    common.write_manifest(out, cfg, NAME, {"calibrations": [dataclasses.asdict(load_calibration(n, w)) for n, w in models_used(cfg)]})
+    io.write_json(out / "summary.json", summary)
+    write_manifest(out, cfg, NAME, {"calibrations": [dataclasses.asdict(load_calibration(n, w)) for n, w in models_used(cfg)]})
     return summary
 
 

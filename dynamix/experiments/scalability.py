@@ -5,7 +5,7 @@ The worker mix of ``experiments.scalability.cluster`` is repeated to each size i
 4-worker one. Every policy in ``policies`` trains the experiments' workload under the same budget at
 each size (``rl.eval_budget``: the static ``batch.initial`` run's time for ``experiments.epochs`` on that
 size, or those epochs; a larger cluster takes fewer, larger iterations). Time to target as in
-:mod:`dynamix.experiments.inference`, with the target set per cluster size.
+:mod:`dynamix.evaluation.targets`, with the target set per cluster size.
 
 Outputs: ``runs.csv``, ``summary.csv`` (n_workers, policy, seed, time to target, final accuracy,
 throughput), ``summary.json`` (IQM and intervals per size and policy; the best policy per size),
@@ -21,12 +21,15 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dynamix import cluster, plots
+from dynamix import cluster, io, plots
 from dynamix.cluster import ClusterSpec
-from dynamix.config import Config
-from dynamix.experiments import common
-from dynamix.experiments.inference import with_targets
-from dynamix.experiments.policy_training import policy_dir
+from dynamix.config import Config, ConfigError
+from dynamix.evaluation import stats
+from dynamix.evaluation.runner import SimTask, run_simulations
+from dynamix.evaluation.runs import run_summary
+from dynamix.evaluation.targets import with_targets
+from dynamix.experiments import shared
+from dynamix.experiments.manifest import read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ def scaled(spec: ClusterSpec, n: int) -> ClusterSpec:
     """``spec`` with its workers cycled to ``n`` (worker j is worker j mod N of the original); events
     keep their worker indices (those beyond ``n`` are dropped); named ``<name>-x<n>``."""
     if n < 1:
-        raise ValueError(f"experiments.scalability.workers entry {n} is out of range: must be >= 1")
+        raise ConfigError(f"experiments.scalability.workers entry {n} is out of range: must be >= 1")
     workers = tuple(spec.workers[j % spec.n_workers] for j in range(n))
     events = tuple(e for e in spec.events if all(w < n for w in e.workers))
     return ClusterSpec(f"{spec.name}-x{n}", spec.seed, spec.architecture, workers, events, spec.stragglers, spec.jitter)
@@ -54,34 +57,34 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         path = out / "clusters" / f"{spec.name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(cluster.to_yaml_dict(spec), sort_keys=False))
-    sim_cfg = common.sim_config(cfg)
-    run_cfgs = common.budgeted(cfg, [(spec, sim_cfg) for spec in specs])
-    pdir = policy_dir(out)
+    sim_cfg = shared.sim_config(cfg)
+    run_cfgs = shared.budgeted(cfg, [(spec, sim_cfg) for spec in specs])
+    pdir = shared.policy_dir(out)
     tasks = [
-        common.SimTask(spec, run_cfg, common.resolve_policy(p, pdir, cfg.experiments.policy_training.name), seed,
-                       (("n_workers", spec.n_workers),))
-        for spec, run_cfg in zip(specs, run_cfgs) for p in e.policies for seed in common.seeds(cfg)
+        SimTask(spec, run_cfg, shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name), seed,
+                (("n_workers", spec.n_workers),))
+        for spec, run_cfg in zip(specs, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
     ]  # fmt: skip
-    runs = common.run_simulations(tasks, cfg.experiments.jobs, desc="scalability")
-    per_run = with_targets(common.run_summary(runs, KEYS), runs, cfg, ["n_workers"])
-    common.write_csv(runs, out / "runs.csv")
-    common.write_csv(per_run, out / "summary.csv")
-    agg = common.aggregate_cfg(per_run, KEYS, VALUES, cfg)
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="scalability")
+    per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["n_workers"])
+    io.write_csv(runs, out / "runs.csv")
+    io.write_csv(per_run, out / "summary.csv")
+    agg = stats.aggregate_cfg(per_run, KEYS, VALUES, cfg)
     best = {
         int(n): rows.loc[rows["time_to_target_s"].fillna(float("inf")).idxmin(), "policy"]
         for n, rows in agg.groupby("n_workers")
     }
     summary = {"base_cluster": base.name, "workers": list(e.workers), "best_policy_by_workers": best,
                "by_workers_and_policy": agg.to_dict(orient="records")}  # fmt: skip
-    common.write_json(out / "summary.json", summary)
-    common.write_manifest(out, cfg, NAME, {"cluster_spec": e.cluster})
+    io.write_json(out / "summary.json", summary)
+    write_manifest(out, cfg, NAME, {"cluster_spec": e.cluster})
     return summary
 
 
 def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     out, fig = Path(out_dir), Path(fig_dir)
     per_run = pd.read_csv(out / "summary.csv")
-    e = common.read_manifest(out)["config"]["experiments"]
-    agg = common.aggregate(per_run, ["n_workers", "policy"], VALUES, e["aggregate"], e["n_boot"], e["ci"])
+    e = read_manifest(out)["config"]["experiments"]
+    agg = stats.aggregate(per_run, ["n_workers", "policy"], VALUES, e["aggregate"], e["n_boot"], e["ci"])
     plots.scalability(agg, fig / "scalability")
     return [fig / "scalability.png"]

@@ -6,14 +6,14 @@ Spec strings (CLI ``--policy``, ``params.yaml`` ``policy.spec``, the arbitrator)
 - ``lbbsp:deadband=0.05,history=8,decay=0.7``: keep B, split it by fitted speed (:mod:`.lbbsp`);
 - ``gns:refit=50,gain=0.05,smoothing=0.98``: Pollux goodput with the AdaScale LR gain (:mod:`.gns`);
 - ``ramp:factor=2,every=200`` or ``ramp:epochs=1``: multiply b every N iterations/epochs (:mod:`.ramp`);
-- ``dynamix:PATH``: the trained RL arbitrator (:mod:`dynamix.rl`).
+- ``dynamix:PATH``: the trained RL arbitrator (:mod:`dynamix.rl.policy`, registered lazily: the RL
+  layer sits above this one).
 
 Shared pieces: :mod:`.allocation` (equal-finish split of a global batch, pure functions),
-:mod:`.timing` (online per-worker time fits), :mod:`.synthetic` (a closed-loop toy cluster with a
-known gradient noise scale, for tests and benchmarks).
+:mod:`.timing` (online per-worker time fits).
 """
 
-from dynamix.policies import dynamix_policy, gns, lbbsp, ramp, static  # noqa: F401
+from dynamix.policies import gns, lbbsp, ramp, static  # noqa: F401
 from dynamix.policies.base import (  # noqa: F401
     BatchSizePolicy,
     Bounds,
@@ -22,4 +22,7 @@ from dynamix.policies.base import (  # noqa: F401
     known_policies,
     make_policy,
     register,
+    register_lazy,
 )
+
+register_lazy("dynamix", "dynamix.rl.policy:DynamixPolicy")

@@ -7,11 +7,15 @@ and the gRPC arbitrator all drive policies through this interface only.
 
 Policies are named by spec strings, usable from the CLI, ``params.yaml`` and the arbitrator:
 ``static:64``, ``lbbsp``, ``gns``, ``ramp``, ``dynamix:results/policies/NAME.zip``. The part after the
-first ``:`` is the policy's argument. Implementations register themselves with :func:`register`.
+first ``:`` is the policy's argument. Implementations register themselves with :func:`register`;
+a policy implemented in a higher layer (``dynamix`` lives in :mod:`dynamix.rl.policy`) is registered
+by the import path of its factory with :func:`register_lazy` and imported on first use, so this
+layer never imports the layers above it.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -36,6 +40,21 @@ class Decision:
 
     batch_sizes: tuple[int, ...]  # one per worker, in rank order, each within the bounds
     lr_scale: float = 1.0  # multiplies the base learning rate (1.0: unchanged)
+
+
+def check_decision(decision: Decision, n_workers: int, bounds: Bounds) -> Decision:
+    """Reject vectors of the wrong length or outside the bounds: a sampler fed them would misbehave.
+    Every backend (engine, simulator) checks each decision it applies."""
+    sizes = tuple(int(b) for b in decision.batch_sizes)
+    if len(sizes) != n_workers:
+        raise ValueError(f"decision.batch_sizes has {len(sizes)} entries: need one per worker ({n_workers})")
+    bad = [b for b in sizes if not bounds.min <= b <= bounds.max]
+    if bad:
+        raise ValueError(f"decision.batch_sizes = {sizes} has {bad} outside [batch.min, batch.max] = "
+                         f"[{bounds.min}, {bounds.max}]")
+    if not decision.lr_scale > 0:
+        raise ValueError(f"decision.lr_scale = {decision.lr_scale} is out of range: must be > 0")
+    return Decision(sizes, float(decision.lr_scale))
 
 
 @dataclass(frozen=True)
@@ -97,7 +116,7 @@ def parse_spec_args(kind: str, arg: str, options: type) -> Any:
 
 
 Factory = Callable[[str], BatchSizePolicy]
-_REGISTRY: dict[str, Factory] = {}
+_REGISTRY: dict[str, Factory | str] = {}  # kind -> factory, or "package.module:name" of a factory
 
 
 def register(kind: str) -> Callable[[Factory], Factory]:
@@ -110,16 +129,33 @@ def register(kind: str) -> Callable[[Factory], Factory]:
     return deco
 
 
+def register_lazy(kind: str, target: str) -> None:
+    """Register ``kind`` by the import path of its factory, ``"package.module:name"``; the module is
+    imported by the first :func:`make_policy` that asks for ``kind`` (in whatever process that is)."""
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"register_lazy({kind!r}, {target!r}): target must look like 'package.module:name'")
+    _REGISTRY[kind] = target
+
+
+def _factory(kind: str) -> Factory:
+    entry = _REGISTRY[kind]
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        entry = _REGISTRY[kind] = getattr(importlib.import_module(module), name)
+    return entry
+
+
 def make_policy(spec: str) -> BatchSizePolicy:
     """Build a policy from its spec string, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``."""
     import dynamix.policies  # noqa: F401  (registers the built-in policies)
 
     kind, _, arg = spec.partition(":")
     if kind not in _REGISTRY:
-        raise ValueError(
-            f"policy spec {spec!r}: unknown policy {kind!r}; known: {', '.join(sorted(_REGISTRY))}"
-        )
-    return _REGISTRY[kind](arg)
+        from dynamix.config import ConfigError
+
+        raise ConfigError(f"policy spec {spec!r}: unknown policy {kind!r}: must be one of {', '.join(sorted(_REGISTRY))}")
+    return _factory(kind)(arg)
 
 
 def known_policies() -> list[str]:

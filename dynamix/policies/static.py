@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from dynamix.config import ConfigError
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext, register
 
@@ -13,7 +14,8 @@ class StaticPolicy(BatchSizePolicy):
 
     def __init__(self, batch_size: int | None = None) -> None:
         if batch_size is not None and batch_size < 1:
-            raise ValueError(f"static policy: batch size must be >= 1, got {batch_size}")
+            raise ConfigError(f"policy spec 'static:{batch_size}': batch size {batch_size} is out of range: "
+                              "must be an integer >= 1")
         self.batch_size = batch_size
         self.name = "static" if batch_size is None else f"static:{batch_size}"
 
@@ -34,6 +36,8 @@ def _make(arg: str) -> StaticPolicy:
     if not arg:
         return StaticPolicy()
     try:
-        return StaticPolicy(int(arg))
+        batch_size = int(arg)
     except ValueError:
-        raise ValueError(f"policy spec 'static:{arg}': the argument must be an integer batch size")
+        raise ConfigError(f"policy spec 'static:{arg}': the argument must be an integer batch size >= 1, "
+                          f"got {arg!r}") from None
+    return StaticPolicy(batch_size)

@@ -1,6 +1,6 @@
 """Policy artifacts: ``<name>.zip`` (the SB3 model) + ``<name>.json`` (what it was trained for).
 
-The JSON records the format, the state-spec version and feature names (:mod:`dynamix.rl.state`), the
+The JSON records the format, the recipe (``rl.recipe``), the state-spec version and feature names (:mod:`dynamix.rl.state`), the
 action set and batch bounds, the reward coefficients, the algorithm and the full training config, and
 the sha256 of the zip. :func:`load_policy` checks all of it before unpickling anything and raises
 :class:`PolicyArtifactError` with the reason (missing file, corrupt zip, sha mismatch, other state
@@ -20,14 +20,15 @@ from stable_baselines3 import PPO
 
 from dynamix import paths
 from dynamix.config import Config
+from dynamix.errors import InputFileError
 from dynamix.policies.base import Bounds
 from dynamix.rl.algos import ALGOS
-from dynamix.rl.state import FEATURE_NAMES, OBS_DIM, STATE_SPEC_VERSION
+from dynamix.rl.state import SPECS, StateSpec, spec_for_version
 
 FORMAT = "dynamix-policy-v1"
 
 
-class PolicyArtifactError(ValueError):
+class PolicyArtifactError(InputFileError, ValueError):
     """A policy file is missing, corrupt, or was made for another state spec, action set or bounds."""
 
 
@@ -57,11 +58,13 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
     tmp = zip_path.with_name(zip_path.stem + ".tmp.zip")
     model.save(tmp)
     os.replace(tmp, zip_path)
+    spec = SPECS[cfg.rl.state]
     meta = {
         "format": FORMAT,
-        "state_spec_version": STATE_SPEC_VERSION,
-        "obs_dim": OBS_DIM,
-        "features": list(FEATURE_NAMES),
+        "recipe": cfg.rl.recipe,
+        "state_spec_version": spec.version,
+        "obs_dim": spec.obs_dim,
+        "features": list(spec.names),
         "actions": list(cfg.batch.actions),
         "bounds": {"min": cfg.batch.min, "max": cfg.batch.max},
         "window": cfg.batch.window,
@@ -97,10 +100,12 @@ def read_meta(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
         raise PolicyArtifactError(
             f"policy {zip_path} is corrupt or was replaced: sha256 {digest[:12]}... does not match "
             f"{str(meta.get('zip_sha256'))[:12]}... recorded in {json_path.name}")
-    if meta.get("state_spec_version") != STATE_SPEC_VERSION or meta.get("features") != list(FEATURE_NAMES):
+    spec = spec_for_version(str(meta.get("state_spec_version")))
+    if spec is None or meta.get("features") != list(spec.names):
+        known = ", ".join(f"{s.version!r} ({s.obs_dim} features)" for s in SPECS.values())
         raise PolicyArtifactError(
             f"policy {zip_path} was trained on state spec {meta.get('state_spec_version')!r}; this code "
-            f"observes {STATE_SPEC_VERSION!r} ({OBS_DIM} features): retrain it with `dynamix train-policy`")
+            f"observes {known}: retrain it with `dynamix train-policy`")
     if meta.get("algo") not in ALGOS:
         raise PolicyArtifactError(f"policy metadata {json_path}: algo = {meta.get('algo')!r}, must be one of {list(ALGOS)}")
     return zip_path, meta
@@ -114,11 +119,20 @@ def load_policy(path: str | os.PathLike, env=None) -> tuple[PPO, dict[str, Any]]
     except Exception as exc:  # SB3 raises many kinds on a bad archive
         raise PolicyArtifactError(f"policy {zip_path} cannot be loaded ({type(exc).__name__}: {exc})") from exc
     n_actions = int(getattr(model.action_space, "n", -1))
-    if model.observation_space.shape != (OBS_DIM,) or n_actions != len(meta["actions"]):
+    dim = state_spec(meta).obs_dim
+    if model.observation_space.shape != (dim,) or n_actions != len(meta["actions"]):
         raise PolicyArtifactError(
             f"policy {zip_path}: network expects observations {model.observation_space.shape} and "
-            f"{n_actions} actions; metadata says ({OBS_DIM},) and {len(meta['actions'])}")
+            f"{n_actions} actions; metadata says ({dim},) and {len(meta['actions'])}")
     return model, meta
+
+
+def state_spec(meta: dict[str, Any]) -> StateSpec:
+    """The observation layout a validated artifact (:func:`read_meta`) was trained on."""
+    spec = spec_for_version(str(meta.get("state_spec_version")))
+    if spec is None:
+        raise PolicyArtifactError(f"policy state spec {meta.get('state_spec_version')!r} is unknown")
+    return spec
 
 
 def check_compatible(meta: dict[str, Any], actions: tuple[int, ...], bounds: Bounds, where: str = "policy") -> None:

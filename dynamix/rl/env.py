@@ -2,7 +2,7 @@
 
 Two views of the same episode, both driven by :class:`DynamixEnv`:
 
-- :class:`DynamixEnv` (gymnasium, passes ``check_env``): observation ``[N, OBS_DIM]`` (one row per
+- :class:`DynamixEnv` (gymnasium, passes ``check_env``): observation ``[N, obs_dim]`` (``rl.state``) (one row per
   worker, :mod:`dynamix.rl.state`), action ``MultiDiscrete([len(actions)] * N)`` (one batch-size step
   per worker), reward = the mean of the workers' rewards (:mod:`dynamix.rl.reward`); the per-worker
   rewards and their parts are in ``info``.
@@ -37,14 +37,14 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 from dynamix.cluster import ClusterSpec
+from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.data import Cifar10, load_cifar10
 from dynamix.policies.base import Bounds
 from dynamix.rl.domain import horizon_iters, sample_cluster
 from dynamix.rl.reward import PART_NAMES, time_weighted, worker_rewards
-from dynamix.rl.state import OBS_DIM, OBS_HIGH, OBS_LOW, StateBuilder, apply_actions
+from dynamix.rl.state import SPECS, StateBuilder, apply_actions
 from dynamix.sim.cluster import VirtualCluster
-from dynamix.sim.costmodel import CostModel
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +93,12 @@ class DynamixEnv(gym.Env):
         self.data = load_cifar10(cfg.data) if data is None else data
         self.bounds = Bounds(cfg.batch.min, cfg.batch.max)
         self.steps = tuple(cfg.batch.actions)
+        self.state_spec = SPECS[cfg.rl.state]  # rl.state: the observation layout (dynamix.rl.state.SPECS)
         self.observation_space = gym.spaces.Box(
-            np.tile(OBS_LOW, (self.n_workers, 1)), np.tile(OBS_HIGH, (self.n_workers, 1)),
-            shape=(self.n_workers, OBS_DIM), dtype=np.float32)
+            np.tile(self.state_spec.low, (self.n_workers, 1)), np.tile(self.state_spec.high, (self.n_workers, 1)),
+            shape=(self.n_workers, self.state_spec.obs_dim), dtype=np.float32)
         self.action_space = gym.spaces.MultiDiscrete([len(self.steps)] * self.n_workers)
-        self.state = StateBuilder(self.bounds)
+        self.state = StateBuilder(self.bounds, self.state_spec)
         self.n_train = len(self.data.train_y)
         self._horizon_iters = horizon_iters(cfg.rl.episode_epochs, self.n_train, self.n_workers, cfg.batch.initial)
         self.time_shaped = cfg.rl.return_shape == "time"
@@ -200,7 +201,7 @@ class WorkerVecEnv(VecEnv):
     def __init__(self, env: DynamixEnv) -> None:
         self.env = env
         n = env.n_workers
-        super().__init__(n, gym.spaces.Box(OBS_LOW, OBS_HIGH, dtype=np.float32),
+        super().__init__(n, gym.spaces.Box(env.state_spec.low, env.state_spec.high, dtype=np.float32),
                          gym.spaces.Discrete(len(env.steps)))
         self._actions: np.ndarray | None = None
         self._reset_episode_sums()

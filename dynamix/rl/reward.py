@@ -4,57 +4,31 @@ For SGD::
 
     r_SGD = A_mean + alpha * max(0, dA) - beta * T_iter - delta * (log2(b) - 5)
 
-and for adaptive optimisers (Adam) additionally ``- eta * (sigma2_norm + sigma_norm)``, where for
-worker i over the window that just ended:
+and for adaptive optimisers (Adam) additionally ``- eta * (sigma2_norm + sigma_norm)``. For worker i
+over the window that just ended, ``A_mean`` is its mean training (batch) accuracy in [0, 1], ``dA``
+its change against the previous window (0 in the first), ``b`` its batch size (``log2(b) - 5`` is 0 at
+b = 32, the paper's minimum) and ``sigma_norm``/``sigma2_norm`` its normalised gradient std/variance
+(:mod:`dynamix.metrics.gradstats`).
 
-- ``A_mean`` is the worker's mean training (batch) accuracy, in [0, 1];
-- ``dA`` is its change against the previous window (0 in the first window);
-- ``b`` is the worker's batch size (``log2(b) - 5`` is 0 at b = 32, the paper's minimum);
-- ``sigma_norm``/``sigma2_norm`` are the worker's normalised gradient std/variance
-  (:mod:`dynamix.metrics.gradstats`).
+The paper leaves T_iter's scale open; ``rl.time_signal`` picks it (:func:`scaled_time`), with
+``busy = iter_time_ms - wait_ms`` and ``T_ref_ms`` the mean iteration time of the episode's first
+window (so T_iter is dimensionless and transfers between fast and slow clusters):
 
-**How T_iter is scaled** (the paper leaves it open): ``T_iter = iter_time_ms / T_ref_ms``, the
-worker's iteration time (compute + barrier wait + communication: what the cluster actually pays per
-step) divided by the mean iteration time of the episode's first window, which runs at the initial
-batch sizes. So T_iter = 1 at the start of every episode, is dimensionless, and means the same on a
-fast GPU cluster and a slow CPU one; that keeps ``beta`` meaningful across workloads and lets a
-policy transfer. Because iterations are synchronous, a straggler raises every worker's T_iter, so
-shrinking the straggler's batch is rewarded on all workers (``rl.time_signal: iteration``). That
-shared signal gives a worker's own action little credit (its batch moves T only when it is the
-straggler): in our 6144-transition PPO runs on 2 shared cores the policy did not move away from its
-initial batch. ``rl.time_signal: busy`` is ``T_iter = (iter_time_ms - wait_ms) / T_ref_ms``: the
-worker's own compute and communication, without the barrier wait, which its own batch size drives
-directly; with it (and the ``paper`` return below) PPO learned only to cut every batch to the minimum.
+- ``iteration``: ``iter_time_ms / T_ref_ms``, the synchronous time every worker pays;
+- ``busy``: ``busy_i / T_ref_ms``, the worker's own compute and communication;
+- ``marginal``: ``max(0, busy_i - max_{j!=i} busy_j) / T_ref_ms``, a difference reward (Wolpert &
+  Tumer 2002): only the straggler pays, its excess over the second slowest;
+- ``imbalance`` (default; not in the paper): ``(max(0, busy_i - max_{j!=i} busy_j) + wait_ms_i) /
+  iter_time_ms``: the straggler pays its excess, a waiting worker its idle time; 0 for every worker
+  of a balanced cluster at any batch scale.
 
-``rl.time_signal: marginal`` is a difference reward (Wolpert & Tumer 2002): the worker pays only
-the part of the synchronous iteration it alone causes, ``T_iter = max(0, busy_i - max_{j!=i}
-busy_j) / T_ref_ms`` with ``busy = iter_time_ms - wait_ms``. The straggler pays its excess over the
-second slowest worker (shrinking it shortens everyone's iteration); a worker that waits at the
-barrier pays nothing (its batch does not set the pace), so load balancing has a sharp per-worker
-credit, and cutting every batch to the minimum is not rewarded for its own sake.
-
-``rl.time_signal: imbalance`` adds the other side of the barrier: a worker that waits leaves
-capacity unused, so it pays its wait, and the straggler its excess over the second slowest, both as a
-fraction of the iteration, ``T_iter = (max(0, busy_i - max_{j!=i} busy_j) + wait_ms_i) /
-iter_time_ms``. It is 0 for every worker of a balanced cluster at any batch scale, so it asks each
-worker to move towards balance (straggler down, idle workers up) and leaves the overall scale to the
-accuracy and batch-size terms. (``marginal`` in ms / T_ref also shrinks as all batches shrink: in our
-runs that alone drove every batch to the minimum.) ``imbalance`` with the ``time`` return is the
-default: on the randomised training clusters its return ranks a load-balancing rule above keeping or
-cutting every batch, which the paper-shaped busy-time return did not (docs/rl.md).
-
-**Summing windows into a return** (``rl.return_shape``; the paper does not say how episodes end or
-whether windows are weighted). ``paper``: an episode is ``rl.episode_epochs`` epochs and the return
-is the plain sum of per-window rewards. With a fixed epoch budget, smaller batches mean more windows
-and hence more positive ``A_mean`` terms, so that return favours small batches whatever they cost
-in time. ``time``: an episode is a fixed virtual-time budget (:mod:`dynamix.rl.env`) and every
-window's reward is weighted by its duration relative to the first window's,
-``r_w <- (dt_w / dt_ref) * r_w`` (:func:`time_weighted`). The return is then the time integral of
-the paper's reward read as a rate per reference window, so its ``A_mean`` part is the area under the
-accuracy-vs-time curve: exactly what "reach the target accuracy sooner" maximises. A constant reward
-rate gives the same return however many windows the budget is cut into.
-
-The coefficients live in ``params.yaml`` ``reward:`` (:class:`dynamix.config.RewardConfig`).
+How windows sum into a return (``rl.return_shape``; the paper does not say): ``paper`` sums them over
+``rl.episode_epochs`` epochs; ``time`` (default; not in the paper) ends the episode after a fixed
+virtual time (:mod:`dynamix.rl.env`) and weights each window by its duration, ``r_w <- (dt_w /
+dt_ref) * r_w`` (:func:`time_weighted`), so the return is the time integral of the reward and its
+``A_mean`` part the area under accuracy-vs-time, independent of how many windows the time is cut
+into. Why these defaults and what the alternatives did: docs/rl.md. Coefficients: ``params.yaml``
+``reward:`` (:class:`dynamix.config.RewardConfig`).
 """
 
 from __future__ import annotations

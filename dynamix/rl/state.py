@@ -12,8 +12,12 @@ policy trained on one workload transfers to another: times and throughputs enter
 episode's first window (``T_ref``, ``thr_ref``), never in absolute ms or bytes, and every feature is
 clipped to a fixed range so an unseen cluster cannot push the network outside what it was trained on.
 
-Change anything here (a feature, its order, its normalisation) and bump :data:`STATE_SPEC_VERSION`:
-policy artifacts record the version and refuse to load under another (:mod:`dynamix.rl.artifact`).
+Two layouts (:data:`SPECS`, selected by ``rl.state``): ``dynamix``, every feature (:data:`STATE_SPEC_VERSION`),
+and ``paper``, the paper's features only (:data:`PAPER_FEATURES`, ``paper-state-v1``); a spec keeps a
+subset of the one row computed here, so a feature means the same in both.
+
+Change anything here (a feature, its order, its normalisation) and bump the versions it touches:
+policy artifacts record the version and refuse to load under an unknown one (:mod:`dynamix.rl.artifact`).
 """
 
 from __future__ import annotations
@@ -80,6 +84,56 @@ OBS_DIM = len(FEATURES)
 OBS_LOW = np.array([f.low for f in FEATURES], dtype=np.float32)
 OBS_HIGH = np.array([f.high for f in FEATURES], dtype=np.float32)
 
+PAPER_FEATURES = ("batch_log", "iter_time_rel", "net_rate", "retrans", "cpu_time_ratio", "mem_util", "batch_acc",
+                  "acc_change", "loss", "sigma_norm", "sigma2_norm", "g_train_acc", "g_batch_log", "g_workers")
+"""The paper's state (Sec. III-B): batch size and iteration time; network throughput (bytes/s) and
+retransmissions; CPU-time ratio and memory; training accuracy, its change, loss, normalised gradient
+std and variance; and as the global state the aggregates of those (global batch, mean training
+accuracy) and N. Left out, as ours: the compute/wait/communication split, ``busy_rel``, ``lb_gap``,
+``throughput_share`` and the straggler and noise-scale aggregates."""
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One observation layout: the version a policy artifact records and the features it keeps, a
+    subset of :data:`FEATURES` in their order (``rl.state`` names one of :data:`SPECS`)."""
+
+    name: str
+    version: str
+    features: tuple[Feature, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.features)
+
+    @property
+    def obs_dim(self) -> int:
+        return len(self.features)
+
+    @property
+    def low(self) -> np.ndarray:
+        return np.array([f.low for f in self.features], dtype=np.float32)
+
+    @property
+    def high(self) -> np.ndarray:
+        return np.array([f.high for f in self.features], dtype=np.float32)
+
+    @property
+    def columns(self) -> np.ndarray:
+        """Indices of this spec's features in the full row :meth:`StateBuilder.observe` computes."""
+        return np.array([FEATURE_NAMES.index(n) for n in self.names], dtype=np.int64)
+
+
+SPECS: dict[str, StateSpec] = {
+    "dynamix": StateSpec("dynamix", STATE_SPEC_VERSION, FEATURES),
+    "paper": StateSpec("paper", "paper-state-v1", tuple(f for f in FEATURES if f.name in PAPER_FEATURES)),
+}
+
+
+def spec_for_version(version: str) -> StateSpec | None:
+    """The spec a policy artifact's ``state_spec_version`` names; None for one this code cannot observe."""
+    return next((s for s in SPECS.values() if s.version == version), None)
+
 
 def _log2_ratio(x: float, ref: float) -> float:
     return math.log2(max(x, EPS) / max(ref, EPS))
@@ -108,13 +162,22 @@ def noise_scale(workers: Sequence[WorkerWindow], glob: GlobalWindow) -> float:
 
 
 class StateBuilder:
-    """Turns (workers, global) windows into per-worker observations, shape [N, OBS_DIM], float32.
+    """Turns (workers, global) windows into per-worker observations, shape [N, spec.obs_dim], float32.
+
+    ``spec`` (a :data:`SPECS` key or a :class:`StateSpec`) picks the layout: every feature is computed
+    and the spec's columns kept, so a feature means the same in every spec.
 
     Stateful across one run: it remembers the first window's references (``T_ref``, ``thr_ref``,
     ``rate_ref``) and each worker's previous accuracy for ``acc_change``. Call :meth:`reset` per run.
     """
 
-    def __init__(self, bounds: Bounds) -> None:
+    def __init__(self, bounds: Bounds, spec: str | StateSpec = "dynamix") -> None:
+        if isinstance(spec, str):
+            if spec not in SPECS:
+                raise ValueError(f"state spec {spec!r} is unknown: must be one of {', '.join(map(repr, SPECS))}")
+            spec = SPECS[spec]
+        self.spec = spec
+        self._columns = None if spec.features == FEATURES else spec.columns
         self.bounds = bounds
         self._lb_lo = math.log2(bounds.min)
         self._lb_span = max(math.log2(bounds.max) - self._lb_lo, EPS)
@@ -142,10 +205,9 @@ class StateBuilder:
         busy = iter_ms - np.array([w.wait_ms for w in workers], dtype=np.float64)
         busy_max = max(float(np.max(busy)), EPS)
         b = np.array([w.batch_size for w in workers], dtype=np.float64)
-        # LB-BSP's split: samples per ms of the worker's own compute. Not per ms of busy time (v3): the
-        # communication every worker shares adds the same constant to every busy time, which scales the
-        # gap down to about compute/busy of its size (0.3 on ps-event-4), so the smallest step overshot
-        # it and the teacher (dynamix.rl.warmstart) stood still half-balanced (docs/rl.md, session 8).
+        # LB-BSP's split: samples per ms of the worker's own compute, not of its busy time. Communication
+        # is shared: adding the same constant to every time shrinks the gap by about compute/busy, and on
+        # a parameter server the smallest step then overshoots it, so the teacher stops half-balanced.
         speed = b / np.maximum(compute, EPS)
         lb_target = float(np.sum(b)) * speed / max(float(np.sum(speed)), EPS)
         if self.t_ref_ms is None:
@@ -188,7 +250,8 @@ class StateBuilder:
             ])
         obs = np.nan_to_num(np.asarray(rows, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         self.prev_acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
-        return np.clip(obs, OBS_LOW, OBS_HIGH).astype(np.float32)
+        obs = np.clip(obs, OBS_LOW, OBS_HIGH).astype(np.float32)
+        return obs if self._columns is None else obs[:, self._columns]
 
 
 def apply_actions(batch_sizes: Sequence[int], actions: Sequence[int], steps: Sequence[int],

@@ -1,7 +1,9 @@
-"""``dynamix train-policy``: train the DYNAMIX agent on randomised virtual clusters.
+"""Train the DYNAMIX agent on randomised virtual clusters (``dynamix train-policy``,
+:mod:`dynamix.commands.train_policy`).
 
     dynamix train-policy --name dynamix                       # params.yaml rl: section, default profile
     dynamix train-policy --name smoke --profile smoke         # seconds: an end-to-end check
+    dynamix train-policy --name paper --set rl.recipe=paper   # the paper's method (dynamix.config.RECIPES)
     dynamix train-policy --name dynamix-resnet20 --init dynamix --timesteps 1024 \\
         --set rl.model=resnet8                                # transfer: fine-tune on another workload
 
@@ -10,19 +12,18 @@ Writes ``results/policies/<name>.zip`` + ``.json`` (:mod:`dynamix.rl.artifact`) 
 written every ``rl.checkpoint_every`` rollouts) and ``progress.csv``: one row per finished episode
 with its mean per-worker return and each reward part (the reward-curve figure's data). Rerunning the
 same command resumes from the checkpoint (the episode in flight restarts); a checkpoint written under
-another config is refused. ``--fresh`` starts over.
+another config, state spec or calibration (cost model) is stale and refused. ``--fresh`` starts over.
 
 Budget (measured here, 2 cores shared with other jobs): the default ``rl`` workload (mlp x0.25, 4
 workers, episodes of the 64-batch run's time for 1.5 epochs on the 10k-image embedded set, ~4-6
 windows) costs 0.1-1 s of real model math per window, 12-18 per-worker transitions per second: the
-warm start's 1024 teacher transitions take about a minute, the default 12288 PPO transitions 13-25
+warm start's 1024 teacher transitions take about a minute, the default 2048 PPO transitions a few
 minutes. That is small for PPO; the warm start (``rl.warm_start``, :mod:`dynamix.rl.warmstart`) is
 what makes the outcome depend less on the seed (docs/rl.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import json
@@ -31,22 +32,22 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm.auto import tqdm
 
 from dynamix import config, paths
+from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.rl.algos import ALGOS, make_algo, quiet_logger
-from dynamix.rl.artifact import artifact_paths, check_compatible, load_policy, save_policy
+from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_compatible, load_policy, read_meta,
+                                  save_policy, state_spec)
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import PART_NAMES
-from dynamix.rl.state import STATE_SPEC_VERSION
+from dynamix.rl.state import SPECS
 from dynamix.rl.warmstart import warm_start
 from dynamix.policies.base import Bounds
 from dynamix.seeding import derive_seed
-from dynamix.sim.costmodel import CostModel
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,16 @@ def _truncate_progress(csv_path: Path, timesteps: int) -> None:
         w.writerows(rows)
 
 
+def _saved(zip_path: Path, cfg: Config, init: str | None, timesteps: int) -> bool:
+    """The artifact at ``zip_path`` is intact and is this config's training at ``timesteps``."""
+    try:
+        _, meta = read_meta(zip_path)
+    except PolicyArtifactError:
+        return False
+    t = meta.get("training", {})
+    return meta.get("config_hash") == cfg.hash() and t.get("timesteps") == timesteps and t.get("init") == init
+
+
 def teacher_venvs(ep_cfg: Config, venv: WorkerVecEnv, cost: CostModel | None,
                   seed: int) -> list[WorkerVecEnv]:
     """Where the warm start's teacher plays: PPO's own ``venv``, or with ``rl.warm_start_workers`` one
@@ -159,13 +170,14 @@ def teacher_venvs(ep_cfg: Config, venv: WorkerVecEnv, cost: CostModel | None,
 
 def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str | None = None,
                  fresh: bool = False, out_dir: str | os.PathLike | None = None, cost: CostModel | None = None,
-                 progress: bool = True, on_stale: str = "refuse") -> Path:
+                 progress: bool = True, on_stale: str = "refuse", seed_name: str | None = None) -> Path:
     """Train (or resume, or fine-tune from ``init``) and save the artifact; returns the zip path.
 
     ``cfg`` is the full config; the episode uses :func:`training_config` (the ``rl`` workload).
     ``cost`` overrides the calibrated simulator cost model (tests, what-if studies). ``on_stale``: what
     to do with a checkpoint written under another config, ``"refuse"`` (:class:`StaleCheckpoint`) or
-    ``"restart"`` (start over, as ``fresh``).
+    ``"restart"`` (start over, as ``fresh``). ``seed_name``: the name the training seed derives from
+    (default ``name``): several artifacts trained on one seed stream, e.g. the variants of an ablation.
     """
     if on_stale not in ("refuse", "restart"):
         raise ValueError(f"on_stale = {on_stale!r} is not allowed: must be one of 'refuse', 'restart'")
@@ -178,7 +190,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     # What makes a checkpoint another training: the config, the --init policy, the state spec the network
     # reads (a code change, not a config one) and the episodes' cost model (a recalibration changes
     # every virtual time the reward sees). --timesteps may change: stop early or extend.
-    expect = {"config_hash": cfg.hash(), "init": init, "state_spec_version": STATE_SPEC_VERSION,
+    expect = {"config_hash": cfg.hash(), "init": init, "state_spec_version": SPECS[cfg.rl.state].version,
               "cost": _cost_fingerprint(ep_cfg, cost)}
     stale = None if fresh else _stale(ckpt_json, expect)
     if stale and on_stale == "restart":
@@ -191,7 +203,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv", ws_json):
             p.unlink(missing_ok=True)
     torch.set_num_threads(cfg.train.threads or 1)
-    seed = derive_seed(cfg.train.seed, "rl", name) % 2**31  # SB3 seeds numpy's legacy RNG: < 2**32
+    seed = derive_seed(cfg.train.seed, "rl", seed_name or name) % 2**31  # SB3 seeds numpy's legacy RNG: < 2**32
     env = DynamixEnv(ep_cfg, cost=cost)
     venv = WorkerVecEnv(env)
     episode0 = 0
@@ -205,6 +217,10 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         log.info("resuming %s at %d/%d timesteps (episode %d)", name, model.num_timesteps, total, episode0)
         reset_timesteps = False
     elif init:
+        spec = state_spec(read_meta(init)[1])
+        if spec.name != cfg.rl.state:
+            raise config.ConfigError(f"--init {init} observes state spec {spec.name!r} ({spec.version}); this run has "
+                                     f"rl.state = {cfg.rl.state!r}: set rl.state = {spec.name} to fine-tune it")
         model, meta = load_policy(init, env=venv)
         check_compatible(meta, tuple(cfg.batch.actions), Bounds(cfg.batch.min, cfg.batch.max), where=f"--init {init}")
         venv.seed(seed)
@@ -235,6 +251,10 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         finally:
             venv.close()  # rl.backend engine: stop the episode's run and its arbitrator
         save_checkpoint(cb.episode)
+    elif _saved(zip_path, cfg, init, model.num_timesteps):
+        venv.close()
+        log.info("policy %s is already trained (%d timesteps)", zip_path, model.num_timesteps)
+        return zip_path  # unchanged bytes: evaluation caches keyed by its sha256 stay valid
     training: dict[str, Any] = {
         "timesteps": int(model.num_timesteps), "init": init, "seed": seed,
         "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
@@ -245,25 +265,3 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     out = save_policy(model, zip_path, cfg, training)
     log.info("saved policy %s (%d timesteps)", out, model.num_timesteps)
     return out
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", default=None, help="artifact name (default: experiments.policy_training.name)")
-    from dynamix.train.cli import add_config_arguments
-
-    add_config_arguments(parser)  # --params, --profile, --set KEY=VALUE (repeatable)
-    parser.add_argument("--timesteps", type=int, default=None, help="per-worker transitions (default: rl.timesteps)")
-    parser.add_argument("--init", default=None, help="fine-tune this policy artifact (transfer) instead of starting fresh")
-    parser.add_argument("--fresh", action="store_true", help="ignore and replace an existing checkpoint")
-    parser.add_argument("--out", default=None, help="folder for the artifact (default: results/policies)")
-
-
-def main(args: argparse.Namespace) -> int:
-    cfg = config.load(args.params, args.profile, args.overrides)
-    name = args.name or cfg.experiments.policy_training.name
-    out = train_policy(cfg, name, timesteps=args.timesteps, init=args.init, fresh=args.fresh, out_dir=args.out)
-    progress = out.with_suffix(".run") / "progress.csv"
-    rets = np.loadtxt(progress, delimiter=",", skiprows=1, usecols=2, ndmin=1) if progress.exists() else []
-    tail = f"; mean return of the last 10 episodes {np.mean(rets[-10:]):.3f}" if len(rets) else ""
-    print(f"policy {out} ({len(rets)} episodes logged in {progress}{tail})")
-    return 0

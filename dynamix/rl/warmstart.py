@@ -1,41 +1,26 @@
-"""Warm start (``rl.warm_start: lbbsp``): imitate the LB-BSP rule before PPO, then let PPO improve on it.
+"""Warm start (``rl.warm_start: lbbsp``): imitate an LB-BSP teacher before PPO, then let PPO improve on it.
 
-Why. With the few thousand PPO transitions two CPU cores afford, the policy PPO finds from a random
-start depends more on the training seed than on the reward (docs/rl.md, session 3): one seed in four
-gave an agent that did well on all validation clusters, the others cut every batch to the minimum or
-grew every batch alike. Balancing the load, which the reward ranks first on the training clusters
-(``benchmarks/bench_rl_return.py``), needs a different direction on every worker, and PPO rarely finds
-it in that budget. Starting PPO from a policy that already balances is the standard remedy for a
-sample-starved learner (behaviour cloning as initialisation, e.g. "kickstarting", Schmitt et al.
-2018; AlphaStar's supervised start): PPO then spends its transitions on what the teacher cannot do,
-such as growing batches where communication dominates. The paper trains from scratch; this is our
-choice, off with ``rl.warm_start: none``.
+Why: with the few thousand PPO transitions two CPU cores afford, the policy PPO reaches from a random
+start depends mostly on the training seed, and load balancing (a different direction on every
+worker) is rarely found (docs/rl.md). Behaviour cloning as initialisation is the standard remedy for
+a sample-starved learner ("kickstarting", Schmitt et al. 2018; AlphaStar's supervised start). The
+paper trains from scratch; ``rl.warm_start: none`` does too.
 
-The teacher is LB-BSP's allocation (Chen et al., SoCC'20) read off the observation itself: the state
-carries ``batch_log`` (b_i) and ``lb_gap`` = log2(b*_i / b_i), the batch that equalises compute times at
-the current global batch (:mod:`dynamix.rl.state`), so the teacher is a function of what the student
-sees and can be imitated exactly. Per worker it takes the step that brings b_i closest to b*_i
-(ties: the smallest step), so it keeps b_i within half a step of b*_i and then stands still.
+The teacher is LB-BSP's allocation (Chen et al., SoCC'20) read off the observation: the state carries
+``batch_log`` (b_i) and ``lb_gap`` = log2(b*_i / b_i) (:mod:`dynamix.rl.state`), so the teacher is a
+function of what the student sees and can be imitated exactly. Per worker it takes the step that
+brings b_i closest to its target t_i (ties: the smallest step), then stands still. Targets:
 
-LB-BSP keeps the global batch fixed, so it cannot help a cluster whose iteration is dominated by a
-fixed communication cost (a parameter server's link): there only a larger batch amortises it. With
-``rl.warm_start_grow`` = f below 1 the teacher aims at 2 b*_i whenever the worker's ``comm_frac``
-(comm_ms / iter_time_ms) exceeds f. Why doubling pays there: with compute C proportional to b and a
-fixed communication M, doubling b multiplies samples per second by 2 / (2 - comm_frac), e.g. 1.33x at
-comm_frac 0.5, while the compute-bound clusters (comm_frac ~0.1-0.2 in the training distribution)
-gain < 1.1x and are left to balancing. The teacher grows until comm_frac falls to about f.
+- default: t_i = b*_i, the split that equalises compute times at the current global batch B;
+- ``rl.warm_start_batch`` = m > 0: t_i = b*_i m / B, a global batch of m split by speed (as
+  ``lbbsp:batch=m`` does in one jump); it depends on the worker count N, which the state carries;
+- ``rl.warm_start_grow`` = f < 1: the target doubles wherever ``comm_frac`` > f. With compute
+  proportional to b and a fixed communication time taking a share c of the iteration, doubling b
+  multiplies samples per second by 2 / (2 - c) (1.33x at c = 0.5);
+- ``rl.warm_start_workers``: draw the teacher's episodes at several worker counts, an equal share
+  each (PPO's VecEnv has one slot per worker, so PPO itself trains at ``rl.workers`` only).
 
-``rl.warm_start_batch`` = m > 0 moves the global batch instead: the teacher splits m samples as LB-BSP
-splits the current global batch B = sum_i b_i, t_i = b*_i m / B, as the heuristic ``lbbsp:batch=m``
-does in one jump; the teacher gets there in the action set's steps. That target depends on the
-worker count N (512 is 128 per worker at N = 4, 85 at N = 6), which the state carries (``g_workers``,
-``g_batch_log``). PPO's VecEnv has one slot per worker, so PPO trains at a single N (``rl.workers``);
-a policy imitated at that N alone never sees ``g_workers`` change and applies the N = 4 split
-everywhere (docs/rl.md, session 7: 139 per worker on a 6-worker cluster, 834 in all).
-``rl.warm_start_workers`` = (4, 5, 6) draws the teacher's episodes at each of those N instead,
-an equal share of ``rl.warm_start_timesteps`` each. It is off by default: the policy it gives keeps
-512 on 6 workers as taught, and that was slower on the sampled validation set (12 against 14 of 20
-pass) than the 4-worker policy's ~130 per worker (docs/rl.md, session 7).
+The last two are options that were not adopted (docs/rl.md has their numbers).
 
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
 ``rl.warm_start_timesteps`` per-worker transitions are collected (same domain randomisation as PPO's
@@ -99,16 +84,17 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: floa
     """Roll the teacher for whole episodes until at least ``transitions`` per-worker transitions.
 
     Returns flat arrays over (window, worker): ``obs``, ``actions`` (the teacher's), ``returns`` (G_t,
-    discounted to the end of the episode), and ``episodes`` (how many were rolled).
+    discounted to the end of the episode), and ``episodes`` (how many were rolled); ``episode_returns``:
+    each episode's return as ``progress.csv`` records PPO's (mean over workers of the undiscounted sum).
     """
     env = venv.env
-    obs_l, act_l, rew_l, done_l = [], [], [], []
+    obs_l, act_l, rew_l, done_l, ep_returns = [], [], [], [], []
     obs = venv.reset()
     bar = tqdm(total=transitions, unit="step", desc="warm start (LB-BSP)", mininterval=1.0, disable=not progress)
     episodes = n = 0
     while True:
         act = teacher_actions(obs, env.steps, env.bounds, grow_above, global_batch)
-        nxt, rew, dones, _ = venv.step(act)
+        nxt, rew, dones, infos = venv.step(act)
         obs_l.append(obs)
         act_l.append(act)
         rew_l.append(rew)
@@ -118,6 +104,7 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: floa
         obs = nxt
         if dones[0]:
             episodes += 1
+            ep_returns.append(float(infos[0]["episode"]["r"]))  # the teacher's return (reward-curve figure)
             if n >= transitions:
                 break
     bar.close()
@@ -128,7 +115,8 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: floa
         g = rewards[t] + gamma * g * (not done_l[t])
         returns[t] = g
     return {"obs": np.concatenate(obs_l).astype(np.float32), "actions": np.concatenate(act_l),
-            "returns": returns.reshape(-1).astype(np.float32), "episodes": np.int64(episodes)}
+            "returns": returns.reshape(-1).astype(np.float32), "episodes": np.int64(episodes),
+            "episode_returns": np.asarray(ep_returns)}
 
 
 def imitate(model: PPO, data: dict[str, np.ndarray], rl: RLConfig, seed: int, stay: int) -> dict[str, float]:
@@ -176,6 +164,8 @@ def warm_start(model: PPO, venvs: Sequence[WorkerVecEnv], rl: RLConfig, seed: in
     out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch,
            "workers": [v.num_envs for v in venvs], "transitions": int(len(data["actions"])),
            "episodes": int(sum(p["episodes"] for p in parts)), "epochs": rl.warm_start_epochs,
-           **{k: round(v, 4) for k, v in stats.items()}}
-    log.info("warm start: %s", out)
+           **{k: round(v, 4) for k, v in stats.items()},
+           # the teacher's own episode returns, as progress.csv records PPO's: the reward curve's reference
+           "teacher_returns": [round(float(r), 4) for p in parts for r in p["episode_returns"]]}
+    log.info("warm start: %s", {k: v for k, v in out.items() if k != "teacher_returns"})
     return out

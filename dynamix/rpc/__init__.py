@@ -8,14 +8,14 @@
 - :mod:`dynamix.rpc.server`      the thin servicer, health service, token/TLS
 - :mod:`dynamix.rpc.client`      worker side: deadlines, bounded retries, fail-open, reconnect
 - :mod:`dynamix.rpc.source`      ``RemoteDecisionSource`` for the engine (``dynamix launch --arbitrator``)
-- :mod:`dynamix.rpc.cli`         ``dynamix arbitrator serve``
+- :mod:`dynamix.commands.arbitrator` ``dynamix arbitrator serve``
 
 Usage (one arbitrator, workers started by the engine from the same profile)::
 
     dynamix arbitrator serve --policy lbbsp --port 50051 --profile smoke --state-file results/tmp/arb.pt
     dynamix launch --nproc 4 --profile smoke --arbitrator 127.0.0.1:50051 --out results/tmp/engine-arb
 
-For RL training (the agent issue) construct :class:`~dynamix.rpc.arbitrator.Arbitrator` with
+For RL training construct :class:`~dynamix.rpc.arbitrator.Arbitrator` with
 ``on_decision=callback``: it receives ``(workers, glob, decision)`` after every window, in order.
 
 This package's ``__init__`` imports nothing so that ``python -m dynamix.rpc.codegen`` runs without stubs.

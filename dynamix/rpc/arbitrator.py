@@ -25,7 +25,7 @@ already decided windows starts that run afresh (policy reset); one saying "next 
 or before the last decided window rewinds the run to w (training resumed from a checkpoint; the
 policy keeps its state).
 
-RL training mode (the agent issue): pass ``on_decision``, called as ``on_decision(workers, glob,
+RL training mode: pass ``on_decision``, called as ``on_decision(workers, glob,
 decision)`` after every decision in window order; the learner builds transitions from it. Exceptions
 in the hook are logged and never reach workers.
 """
@@ -173,7 +173,7 @@ class Arbitrator:
         self.session_id = uuid.uuid4().hex
         self._cond = threading.Condition()
         self._run: _Run | None = None
-        self.decisions = 0  # windows decided in this session (for logs and tests)
+        self.decisions = 0  # windows decided since this arbitrator started (for logs and tests)
 
     # ----------------------------------------------------------------------------------------
     # Registration

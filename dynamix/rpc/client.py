@@ -1,13 +1,13 @@
 """The worker's side of the arbitrator: every call bounded by a deadline, and fail-open.
 
-Training must never depend on the arbitrator being up (issue 6): a report returns the next batch
+Training must never depend on the arbitrator being up: a report returns the next batch
 size, or ``None`` meaning "keep your current size and carry on". Rules:
 
 - Budget: one report (including re-registration, retries and backoff sleeps) never takes longer than
   ``deadline_s``; each attempt's gRPC deadline is the remaining budget.
 - Retries: UNAVAILABLE (server down or restarting) is retried up to ``retries`` times with
   exponential backoff from ``backoff_ms``; FAILED_PRECONDITION whose reason says registering helps
-  (the arbitrator restarted and lost our session, or never saw us) triggers one re-registration and
+  (the arbitrator restarted and lost this worker's session id, or never saw it) triggers one re-registration and
   one retry; other codes and reasons (a stale window, another run in progress) fail at once.
 - Fail-open and reconnect: after the n-th consecutive failure the next ``min(2**(n-1), reconnect_max_skip)``
   reports are skipped without a call, so a dead or hung arbitrator costs O(log) deadlines, not one per

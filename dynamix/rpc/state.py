@@ -5,7 +5,7 @@ everything when the arbitrator process dies. With a store, every decision leaves
 (run id, context, last window, sizes, ``policy.state_dict()``); when workers re-register mid-run
 with the same run id, the arbitrator restores the policy from it instead of starting it cold.
 
-Writes go through :func:`dynamix.train.checkpoint.save` (atomic) on a background thread that keeps
+Writes go through :func:`dynamix.io.save_torch` (atomic) on a background thread that keeps
 only the latest snapshot, so the window barrier never waits for the disk.
 """
 
@@ -15,7 +15,7 @@ import logging
 import threading
 from pathlib import Path
 
-from dynamix.train import checkpoint
+from dynamix import io
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ class PolicyStateStore:
     def load(self) -> dict | None:
         """The last written snapshot, or None (missing or unreadable: logged, not raised)."""
         try:
-            return checkpoint.load(self.path)
-        except checkpoint.CheckpointError as exc:
+            return io.load_torch(self.path)
+        except io.UnreadableFileError as exc:
             log.warning("ignoring policy state: %s", exc)
             return None
 
@@ -61,6 +61,6 @@ class PolicyStateStore:
                 if snapshot is None:
                     return
             try:
-                checkpoint.save(self.path, snapshot)
+                io.save_torch(self.path, snapshot)
             except Exception:
                 log.exception("could not write policy state to %s", self.path)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from dynamix import paths
-from dynamix.config import OptimConfig
+from dynamix.config import ConfigError, OptimConfig
 from dynamix.data import BatchMaker
 from dynamix.models import build_model, gradient_bytes
 from dynamix.train.core import Trainer
@@ -130,9 +130,9 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
     """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads; write the JSON when
     ``write``."""
     if len(set(batch_sizes)) < 2:
-        raise ValueError(f"calibrate: batch_sizes = {list(batch_sizes)} needs at least two distinct sizes")
+        raise ConfigError(f"calibrate: batch_sizes = {list(batch_sizes)} needs at least two distinct sizes")
     if threads < 1:
-        raise ValueError(f"calibrate: threads = {threads} is out of range: must be >= 1")
+        raise ConfigError(f"calibrate: threads = {threads} is out of range: must be >= 1")
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

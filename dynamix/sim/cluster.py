@@ -5,7 +5,7 @@ Every virtual iteration does what the distributed engine does, in one process: t
 :meth:`Trainer.weighted_gradient` leaves g = sum_i (b_i / B) g_i in ``.grad`` (batch norm per worker
 batch, as without SyncBN) and :meth:`Trainer.apply` takes one optimiser step. So the accuracy
 trajectory is the one the engine would produce; only the clock is simulated, by the
-:class:`~dynamix.sim.costmodel.CostModel` under the spec's :class:`~dynamix.sim.dynamics.ClusterDynamics`.
+:class:`~dynamix.cluster.costmodel.CostModel` under the spec's :class:`~dynamix.cluster.dynamics.ClusterDynamics`.
 
 A window of k = ``batch.window`` iterations ends in the same :class:`WorkerWindow` /
 :class:`GlobalWindow` the engine emits, so a policy cannot tell the backends apart:
@@ -26,6 +26,8 @@ import math
 import numpy as np
 
 from dynamix.cluster import ClusterSpec
+from dynamix.cluster.costmodel import CostModel
+from dynamix.cluster.dynamics import ClusterDynamics
 from dynamix.config import Config
 from dynamix.data import BatchMaker, Cifar10, GlobalSampler, load_cifar10
 from dynamix.metrics.gradstats import GradientWindowStats, flat_grad
@@ -33,8 +35,6 @@ from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.models import build_model, gradient_bytes
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.sim.calibrate import load_calibration
-from dynamix.sim.costmodel import CostModel
-from dynamix.sim.dynamics import ClusterDynamics
 from dynamix.train.core import Trainer
 from dynamix.train.loop import eval_subset, total_iterations
 

@@ -20,13 +20,12 @@ import torch
 from tqdm.auto import tqdm
 
 from dynamix.cluster import ClusterSpec
+from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.data import Cifar10
-from dynamix.engine.decisions import check_decision
 from dynamix.metrics.schema import RUNS_COLUMNS, window_rows
-from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext
+from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext, check_decision
 from dynamix.sim.cluster import VirtualCluster
-from dynamix.sim.costmodel import CostModel
 
 log = logging.getLogger(__name__)
 

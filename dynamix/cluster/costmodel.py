@@ -1,5 +1,6 @@
-"""The simulator's cost model: how long one synchronous data-parallel iteration takes, and what the
-network and system counters would read meanwhile.
+"""The cluster cost model: how long one synchronous data-parallel iteration takes, and what the
+network and system counters would read meanwhile (the simulator's clock, and the communication time
+the engine's heterogeneity emulation waits out).
 
 One structure, :class:`CostModel`, with a comment on every parameter and the equations here
 (AdaptDL's ``PerfParams`` style). For worker i with batch b_i, compute speed s_i (relative to the
@@ -53,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynamix.cluster import Architecture
+from dynamix.cluster.spec import Architecture
 
 BYTES_PER_MS_PER_GBPS = 1e9 / 8 / 1e3
 """1 Gbit/s = 125,000 bytes per millisecond."""

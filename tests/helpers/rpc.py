@@ -1,4 +1,4 @@
-"""Helpers shared by the arbitrator's tests and benchmark: plausible window reports and a local server.
+"""Arbitrator helpers for tests and benchmarks: plausible window reports and registrations.
 
 ``sample_report(rank, window, batch_size, n_workers)`` builds a :class:`WorkerWindow` and the matching
 :class:`GlobalWindow` that pass :mod:`dynamix.rpc.validate`, so a test corrupts exactly one thing
@@ -7,14 +7,10 @@ and checks that exactly that is refused.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.base import BatchSizePolicy
-from dynamix.rpc.arbitrator import Arbitrator, OnDecision, RunSettings
-from dynamix.rpc.server import ArbitratorServer
 from dynamix.rpc.validate import Registration
 
 
@@ -45,16 +41,3 @@ def registration(rank: int, n_workers: int, initial: Sequence[int] | int = 64, r
     sizes = (initial,) * n_workers if isinstance(initial, int) else tuple(initial)
     return Registration(run_id=run_id, rank=rank, world_size=n_workers, initial_batch_sizes=sizes,
                         current_batch_size=sizes[rank], next_window=next_window)
-
-
-@contextlib.contextmanager
-def local_server(policy: BatchSizePolicy, settings: RunSettings = RunSettings(), port: int = 0,
-                 on_decision: OnDecision | None = None, token: str | None = None,
-                 max_threads: int = 64) -> Iterator[ArbitratorServer]:
-    """An arbitrator serving ``policy`` on 127.0.0.1 (port 0: a free one), stopped on exit."""
-    server = ArbitratorServer(Arbitrator(policy, settings, on_decision), "127.0.0.1", port, token=token,
-                              max_threads=max_threads)
-    try:
-        yield server
-    finally:
-        server.stop(grace_s=0)

@@ -15,16 +15,14 @@ import argparse
 import json
 
 from dynamix import config, paths
+from dynamix.cli import add_config_arguments
 from dynamix.experiments import EXPERIMENTS, get
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("experiment", choices=list(EXPERIMENTS), help="which experiment")
-    parser.add_argument("--profile", default=None, help="params.yaml profile (default: its `profile` key)")
-    parser.add_argument("--params", default=None, help="params file (default: params.yaml at the repo root)")
+    add_config_arguments(parser)
     parser.add_argument("--out", default=None, help="output folder (default: results/EXPERIMENT)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="config override, repeatable")  # fmt: skip
     parser.add_argument("--no-figures", action="store_true", help="skip drawing the figures")
 
 

@@ -13,6 +13,7 @@ import argparse
 import json
 
 from dynamix import config
+from dynamix.cli import add_config_arguments, add_progress_argument
 from dynamix.models import REGISTRY
 
 DATASETS = {
@@ -20,14 +21,6 @@ DATASETS = {
     "cifar10": {"source": "path"},
     "cifar10-download": {"source": "torchvision"},
 }
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--params``, ``--profile`` and ``--set``: the options every config-driven command shares."""
-    parser.add_argument("--params", default=None, help="params.yaml to read (default: the repo's)")
-    parser.add_argument("--profile", default=None, help="profile in params.yaml (default: its `profile`)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override any params.yaml value (repeatable)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, help="learning rate (default: optim.lr)")
     parser.add_argument("--seed", type=int, help="default: train.seed")
     parser.add_argument("--out", required=True, help="output folder (resumes if it holds a checkpoint)")
-    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+    add_progress_argument(parser)
 
 
 def overrides_from(args: argparse.Namespace) -> dict:

@@ -22,8 +22,9 @@ import threading
 from pathlib import Path
 
 from dynamix import config
+from dynamix.cli import add_config_arguments
+from dynamix.errors import UserError
 from dynamix.policies import make_policy
-from dynamix.train.cli import add_config_arguments
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     spec = args.policy or cfg.policy.spec
     token = args.token_file.read_text().strip() if args.token_file else os.environ.get(TOKEN_ENV) or None
     if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("--tls-cert and --tls-key go together")
+        raise UserError("--tls-cert and --tls-key go together: give both or neither")
     tls = (args.tls_key.read_bytes(), args.tls_cert.read_bytes()) if args.tls_cert else None
     store = PolicyStateStore(args.state_file) if args.state_file else None
     arbitrator = Arbitrator(make_policy(spec), RunSettings.from_config(cfg), store=store)
@@ -66,7 +67,8 @@ def main(args: argparse.Namespace) -> int:
         server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
                                   max_threads=cfg.arbitrator.max_threads)
     except (ValueError, OSError) as exc:
-        raise SystemExit(f"dynamix arbitrator serve: {exc}")
+        raise UserError(f"cannot serve on {cfg.arbitrator.host}:{cfg.arbitrator.port} "
+                        f"(arbitrator.host, arbitrator.port): {exc}") from exc
     print(f"arbitrator listening on {server.target}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from dynamix import cluster, config
+from dynamix.cli import add_config_arguments
 from dynamix.data import load_cifar10
 from dynamix.rl.domain import sample_set
 
@@ -25,8 +26,6 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynamix.train.cli import add_config_arguments
-
     add_config_arguments(parser)
     parser.add_argument("--n", type=int, default=20, help="clusters to draw (default 20)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the draw (default 1)")

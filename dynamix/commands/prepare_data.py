@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
-from dynamix import config
-from dynamix.train.cli import add_config_arguments
+from dynamix import config, io
+from dynamix.cli import add_config_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,9 +34,8 @@ def main(args: argparse.Namespace) -> int:
         "train_images": len(data.train_y), "test_images": len(data.test_y),
         "train_per_class": data.counts("train"), "test_per_class": data.counts("test"),
         "first_load_s": round(first, 3), "cached_load_s": round(cached, 3),
-    }
+    }  # fmt: skip
     if args.summary:
-        Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
+        io.write_text(args.summary, json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from dynamix import config
-from dynamix.train.cli import add_config_arguments
+from dynamix.cli import add_config_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +29,6 @@ def main(args: argparse.Namespace) -> int:
     cfg = config.load(args.params, args.profile, args.overrides)
     table = validate(cfg, args.out, default_cases(args.batch_size), args.iters, args.window)
     cols = ["case", "n_workers", "slowest_speed", "batch_size", "measured_iter_ms", "predicted_iter_ms",
-            "error_pct"]
+            "error_pct", "within_tolerance"]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dynamix.cluster import ClusterSpec
+from dynamix.cluster.spec import ClusterSpec
 from dynamix.seeding import derive_seed
 
 

@@ -15,8 +15,8 @@ import json
 
 from dynamix import cluster as clusters
 from dynamix import config
+from dynamix.cli import add_config_arguments, add_progress_argument
 from dynamix.policies.base import make_policy
-from dynamix.train.cli import add_config_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default=None, help="policy spec, e.g. static:64 (default: policy.spec)")
     parser.add_argument("--seed", type=int, default=None, help="run seed (default: train.seed)")
     parser.add_argument("--out", required=True, help="output folder for runs.csv")
-    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+    add_progress_argument(parser)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,0 +1,59 @@
+"""``dynamix evaluate``: run policies on cluster specs over seeds; per-window runs and a summary.
+
+    dynamix evaluate --cluster clusters/heldout/hetero-speed-4.yaml --policy dynamix:dynamix \\
+        --policy static:64 --policy lbbsp --seeds 3 --out results/eval/heldout
+
+Writes ``OUT/runs.csv`` and ``OUT/summary.csv`` (:func:`dynamix.evaluation.runner.evaluate`; the
+protocol, target accuracy and budgets: :mod:`dynamix.evaluation`), prints the median time to target,
+final accuracy and total time per cluster and policy, and with ``--compare POLICY`` that policy's
+ratios against the static median, LB-BSP and GNS (also in ``OUT/compare.csv``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from dynamix import config, io
+from dynamix.cli import add_config_arguments, add_progress_argument
+from dynamix.evaluation.budget import BUDGETS
+from dynamix.evaluation.compare import compare
+from dynamix.evaluation.runner import evaluate
+from dynamix.policies.base import make_policy
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--cluster", action="append", required=True, help="cluster spec YAML (repeatable)")
+    parser.add_argument("--policy", action="append", required=True, help="policy spec, e.g. static:64, lbbsp, "
+                        "dynamix:results/policies/NAME.zip (repeatable)")
+    parser.add_argument("--seeds", type=int, default=3, help="run seeds 0..N-1 (default 3)")
+    parser.add_argument("--target-accuracy", type=float, default=None,
+                        help="fixed target test accuracy (default: rl.target_accuracy, 0 = derived per cluster)")
+    parser.add_argument("--budget", choices=BUDGETS, default=None,
+                        help="every run gets the same virtual time (time) or the same epochs (epochs); "
+                        "default: rl.eval_budget")
+    parser.add_argument("--compare", default=None, metavar="POLICY",
+                        help="also print POLICY's time-to-target ratios against the static median, lbbsp, gns")
+    parser.add_argument("--out", required=True, help="output folder for runs.csv and summary.csv")
+    parser.add_argument("--cache", default=None, help="finished-run cache, shareable between processes "
+                        "(default: OUT/cache)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="simulations in parallel, one torch thread each (default 1: in-process)")
+    add_progress_argument(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = config.load(args.params, args.profile, args.overrides)
+    _, summary = evaluate(args.cluster, args.policy, cfg, args.seeds, args.out, args.target_accuracy,
+                          progress=not args.no_progress, cache_dir=args.cache, budget=args.budget, jobs=args.jobs)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(summary.groupby(["cluster", "policy"])[["time_to_target_s", "final_accuracy", "total_time_s"]]
+              .median().round(3).to_string())
+        if args.compare:
+            table = compare(summary, make_policy(args.compare).name)
+            io.write_csv(table, Path(args.out) / "compare.csv")
+            print(table.round(3).to_string(index=False))
+    return 0

@@ -1,0 +1,61 @@
+"""``dynamix launch``: build and run the ``torchrun`` command for the distributed engine (usage,
+multi-node rendezvous and restarts: :mod:`dynamix.engine.launch`)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+
+from dynamix import cluster as cluster_mod
+from dynamix import config as config_mod
+from dynamix.cli import add_config_arguments
+from dynamix.engine.launch import build_torchrun_command, launch_env, parse_sizes, prepare, run_netns, world_size
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--nproc", type=int, help="worker processes (default: engine.world_size); with "
+                        "--nnodes > 1: processes on this node")
+    parser.add_argument("--arch", choices=("ring", "ps"), help="synchronisation (default: engine.arch)")
+    parser.add_argument("--cluster", help="cluster spec YAML for heterogeneity emulation, or 'none' "
+                        "(default: engine.cluster)")
+    parser.add_argument("--policy", help="batch-size policy spec (default: policy.spec)")
+    parser.add_argument("--arbitrator", metavar="HOST:PORT", help="ask a gRPC arbitrator instead of a local policy")
+    parser.add_argument("--initial", help="initial per-worker batch sizes, comma-separated")
+    parser.add_argument("--out", required=True, help="output folder (runs.csv, summary.json, checkpoint.pt)")
+    parser.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a rank fails")
+    parser.add_argument("--nnodes", type=int, default=1, help="machines (multi-node rendezvous)")
+    parser.add_argument("--node-rank", type=int, default=0, help="this machine's index, 0..nnodes-1")
+    parser.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
+    parser.add_argument("--rdzv-id", default="dynamix", help="rendezvous id shared by the nodes of one run")
+    parser.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
+
+
+def main(args: argparse.Namespace) -> int:
+    overrides = list(args.overrides)
+    if args.arch:
+        overrides.append(f"engine.arch={args.arch}")
+    cfg = config_mod.load(args.params, args.profile, overrides)
+    nproc = args.nproc or cfg.engine.world_size
+    spec_arg = args.cluster if args.cluster is not None else cfg.engine.cluster
+    spec = None if spec_arg in ("", "none") else cluster_mod.load(spec_arg)
+    initial = parse_sizes(args.initial)
+    out = Path(args.out)
+    if cfg.engine.net_mode == "netns" and not args.dry_run:
+        rc = run_netns(cfg, spec, args.policy, out, nproc, arbitrator=args.arbitrator, initial_sizes=initial)
+        print((out / "summary.json").read_text())
+        return rc
+    cfg_path, spec_path = prepare(cfg, out, spec)
+    procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
+    cmd = build_torchrun_command(cfg_path, out, procs, spec_path=spec_path, policy_spec=args.policy,
+                                 arbitrator=args.arbitrator, initial_sizes=initial,
+                                 max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
+                                 rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    rc = subprocess.run(cmd, env=launch_env()).returncode
+    if rc == 0 and (out / "summary.json").exists():
+        print((out / "summary.json").read_text())
+    return rc

@@ -1,0 +1,46 @@
+"""How long an evaluated run trains: the same virtual time per cluster (``time``) or the same epochs.
+
+``time`` (``rl.eval_budget``, the default): every run on a cluster stops at the virtual time the
+reference run (every worker at ``batch.initial``, seed 0; :func:`reference_policy`) needs for the epoch
+budget on that cluster, its epochs only a safety cap (:func:`~dynamix.rl.env.epoch_cap`). ``epochs``:
+every run trains ``train.epochs``. :func:`dynamix.evaluation.runner.budgets` runs the reference runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from dynamix.config import Config
+from dynamix.evaluation.runs import run_totals
+from dynamix.rl.env import epoch_cap
+
+BUDGETS = ("time", "epochs")
+"""How long each run trains (module docstring); ``rl.eval_budget`` takes the same names."""
+
+
+def check_budget(budget: str) -> str:
+    """``budget`` if it is one of :data:`BUDGETS`; else a ValueError naming the allowed ones."""
+    if budget not in BUDGETS:
+        raise ValueError(f"budget = {budget!r} is not allowed: must be one of {', '.join(map(repr, BUDGETS))}")
+    return budget
+
+
+def reference_policy(cfg: Config) -> str:
+    """The run whose epoch-budget time sets a cluster's time budget: every worker at ``batch.initial``."""
+    return f"static:{cfg.batch.initial}"
+
+
+def time_budget_config(cfg: Config, budget_s: float) -> Config:
+    """``cfg`` with runs ending at ``budget_s`` virtual seconds, its epoch budget only a cap."""
+    if not budget_s > 0:
+        raise ValueError(f"budget_s = {budget_s} is out of range: must be > 0")
+    train = dataclasses.replace(cfg.train, max_time_s=float(budget_s), max_iters=0,
+                                epochs=epoch_cap(cfg, cfg.train.epochs))
+    return dataclasses.replace(cfg, train=train)
+
+
+def budget_time_s(reference: pd.DataFrame) -> float:
+    """A cluster's time budget: the reference run's (:func:`reference_policy`) total virtual time."""
+    return run_totals(reference)["total_time_s"]

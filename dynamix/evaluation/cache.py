@@ -1,0 +1,56 @@
+"""Finished simulated runs on disk, so an interrupted or extended evaluation only simulates what is new.
+
+A run is keyed by a hash of the config sections a simulated run reads (:data:`SIM_SECTIONS`) and the
+cost model, its run id and, for trained policies, the artifact's sha256: a retrained policy, a new
+calibration or a changed setting never reuses stale rows, while unrelated sections (``rl``,
+``experiments``, ...) do not matter. Files are written atomically, so several processes may share
+one cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from dynamix import io
+from dynamix.cluster import ClusterSpec
+from dynamix.cluster.costmodel import CostModel
+from dynamix.config import Config
+from dynamix.policies.base import BatchSizePolicy
+from dynamix.sim.run import run_id
+
+SIM_SECTIONS = ("data", "model", "optim", "train", "batch")
+"""The config sections :func:`dynamix.sim.run.simulate` reads (policies read only the batch bounds)."""
+
+
+def sim_key(cfg: Config, cost: CostModel) -> str:
+    """Short hash of :data:`SIM_SECTIONS` and the cost model: identifies a simulated run's settings."""
+    blob = json.dumps({**{k: dataclasses.asdict(getattr(cfg, k)) for k in SIM_SECTIONS},
+                       "cost": dataclasses.asdict(cost)}, sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def cache_path(cache: Path, cfg: Config, cost: CostModel, spec: ClusterSpec, policy: BatchSizePolicy,
+               seed: int) -> Path:
+    """Where the run (``cfg``, ``cost``, ``spec``, ``policy``, ``seed``) is cached under ``cache``."""
+    fingerprint = getattr(policy, "meta", {}).get("zip_sha256", "")[:12]
+    return cache / sim_key(cfg, cost) / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv"
+
+
+def cached_run(cache: Path | None, cfg: Config, cost: CostModel, spec: ClusterSpec, policy: BatchSizePolicy,
+               seed: int, simulate_run: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """One run's rows: read from ``cache`` when this exact run ran before, else ``simulate_run()``
+    (stored in ``cache`` unless it is None)."""
+    if cache is None:
+        return simulate_run()
+    path = cache_path(cache, cfg, cost, spec, policy, seed)
+    if path.exists():
+        return pd.read_csv(path)
+    frame = simulate_run()
+    io.write_csv(frame, path)
+    return frame

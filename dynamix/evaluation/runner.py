@@ -1,0 +1,204 @@
+"""Run simulated training runs: tasks in-process or in a process pool, through the run cache.
+
+A :class:`SimTask` is one run (cluster, full config, policy spec, seed). :func:`run_tasks` runs a list
+of them, in ``jobs`` spawned processes with one torch thread each when ``jobs > 1``, and returns their
+rows in task order whatever the scheduling (every run seeds itself from its seed). :func:`budgets`
+fixes each cluster's budget (:mod:`dynamix.evaluation.budget`) and :func:`evaluate` is the whole
+protocol of ``dynamix evaluate``::
+
+    dynamix evaluate --cluster clusters/heldout/hetero-speed-4.yaml --policy dynamix:dynamix \\
+        --policy static:64 --policy lbbsp --seeds 3 --out results/eval/heldout
+
+It writes ``OUT/runs.csv`` (the simulator's per-window rows, :data:`~dynamix.metrics.schema.RUNS_COLUMNS`,
+plus ``cluster``) and ``OUT/summary.csv`` (:data:`SUMMARY_COLUMNS`, one row per cluster, policy and
+seed; times in the simulator's virtual seconds; ``budget_s`` empty for the ``epochs`` budget).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from dynamix import cluster as clusters
+from dynamix import io
+from dynamix.cluster import ClusterSpec
+from dynamix.cluster.costmodel import CostModel
+from dynamix.config import Config, DataConfig
+from dynamix.data import load_cifar10
+from dynamix.evaluation.budget import budget_time_s, check_budget, reference_policy, time_budget_config
+from dynamix.evaluation.cache import cached_run
+from dynamix.evaluation.runs import run_totals
+from dynamix.evaluation.targets import set_targets
+from dynamix.metrics.schema import RUNS_COLUMNS
+from dynamix.policies.base import make_policy
+from dynamix.sim.cluster import calibrated_cost
+from dynamix.sim.run import simulate
+
+log = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ["cluster", "policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s",
+                   "target_accuracy", "iterations", "mean_global_batch", "budget", "budget_s"]
+
+
+def policy_label(spec: str) -> str:
+    """Short legend label: ``dynamix:/x/y/dynamix.zip`` -> ``dynamix``; others unchanged."""
+    kind, _, _ = spec.partition(":")
+    return kind if kind == "dynamix" else spec
+
+
+@dataclass(frozen=True)
+class SimTask:
+    """One simulated run: a cluster, a full config (workload, budget), a policy spec and a seed.
+
+    ``keys`` become extra columns of every row of :func:`run_simulations` (e.g. ``optimizer``,
+    ``n_workers``), so one tidy ``runs.csv`` holds a whole grid.
+    """
+
+    spec: ClusterSpec
+    cfg: Config
+    policy: str
+    seed: int
+    keys: tuple[tuple[str, Any], ...] = ()
+    label: str = ""  # the ``policy`` column of run_simulations; default: policy_label(policy)
+
+    @property
+    def run_id(self) -> str:
+        return io.run_id(self.spec.name, *(v for _, v in self.keys), self.label or self.policy, self.seed)
+
+
+@functools.lru_cache(maxsize=2)
+def _dataset(data_cfg: DataConfig):
+    return load_cifar10(data_cfg)
+
+
+def simulate_task(task: SimTask, cost: CostModel | None = None, cache: Path | None = None) -> pd.DataFrame:
+    """The simulator's rows of one task (read back from ``cache`` when it ran before). ``cost``
+    overrides the calibrated cost model of ``task.cfg``."""
+    if task.cfg.train.threads:
+        torch.set_num_threads(task.cfg.train.threads)
+    policy = make_policy(task.policy)
+    data = _dataset(task.cfg.data)
+    if cache is not None and cost is None:
+        cost = calibrated_cost(task.cfg)  # the cache key names the cost model
+    return cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: simulate(
+        task.spec, task.cfg, policy, task.seed, progress=False, data=data, cost=cost))
+
+
+def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost: CostModel | None = None,
+              cache: Path | None = None, progress: bool = True) -> list[pd.DataFrame]:
+    """Every task's rows (:func:`simulate_task`), in task order. With ``jobs > 1`` the tasks run in
+    ``jobs`` spawned processes, each task's config set to one torch thread (``train.threads = 1``)."""
+    if not tasks:
+        raise ValueError("no runs to simulate: check the policies, clusters and seeds")
+    bar = tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress)
+    frames: list[pd.DataFrame | None] = [None] * len(tasks)
+    if jobs <= 1:
+        for i, task in enumerate(tasks):
+            frames[i] = simulate_task(task, cost, cache)
+            bar.update()
+    else:
+        one_thread = [dataclasses.replace(t, cfg=dataclasses.replace(t.cfg, train=dataclasses.replace(
+            t.cfg.train, threads=1))) for t in tasks]
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {pool.submit(simulate_task, t, cost, cache): i for i, t in enumerate(one_thread)}
+            for fut in as_completed(futures):
+                frames[futures[fut]] = fut.result()
+                bar.update()
+    bar.close()
+    return frames  # type: ignore[return-value]
+
+
+def label(task: SimTask, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the task's ``run_id``, ``policy`` label, ``cluster`` and ``keys`` columns."""
+    frame["run_id"] = task.run_id
+    frame["policy"] = task.label or policy_label(task.policy)
+    frame["cluster"] = task.spec.name
+    for k, v in task.keys:
+        frame[k] = v
+    return frame
+
+
+def run_simulations(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost: CostModel | None = None,
+                    cache: Path | None = None, progress: bool = True) -> pd.DataFrame:
+    """Every task's rows, labelled (:func:`label`) and concatenated in task order: one tidy table."""
+    frames = run_tasks(tasks, jobs, desc, cost, cache, progress)
+    return pd.concat([label(t, f) for t, f in zip(tasks, frames)], ignore_index=True)
+
+
+def budgets(groups: Sequence[tuple[ClusterSpec, Config]], budget: str, jobs: int = 1,
+            cost: CostModel | None = None, cache: Path | None = None,
+            progress: bool = True) -> list[tuple[Config, float]]:
+    """Each (cluster, config) group's run config under ``budget`` and its time budget in virtual s.
+
+    ``epochs``: the config unchanged, budget NaN. ``time``: the config capped at the virtual time the
+    group's reference run (:func:`~dynamix.evaluation.budget.reference_policy`, seed 0) needs for its
+    epoch budget on that cluster; the reference runs go through :func:`run_tasks` (``jobs``, ``cache``).
+    """
+    if check_budget(budget) == "epochs":
+        return [(run_cfg, math.nan) for _, run_cfg in groups]
+    refs = [SimTask(spec, run_cfg, reference_policy(run_cfg), 0) for spec, run_cfg in groups]
+    frames = run_tasks(refs, jobs, "time budgets", cost, cache, progress)
+    out = []
+    for (_, run_cfg), frame in zip(groups, frames):
+        budget_s = budget_time_s(frame)
+        out.append((time_budget_config(run_cfg, budget_s), budget_s))
+    return out
+
+
+def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Sequence[str], cfg: Config,
+             seeds: int | Iterable[int], out_dir: str | Path | None = None, target_accuracy: float | None = None,
+             progress: bool = True, cost: CostModel | None = None, cache_dir: str | Path | None = None,
+             budget: str | None = None, jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Simulate every (cluster, policy, seed); returns (runs_df, summary_df), written to ``out_dir``.
+
+    ``budget`` is ``time`` or ``epochs`` (default ``cfg.rl.eval_budget``; :mod:`dynamix.evaluation`);
+    the target is ``target_accuracy`` when given, else from ``cfg.rl`` (:func:`set_targets`).
+    Finished runs are cached under ``cache_dir`` (default ``out_dir/cache``), so an interrupted or
+    extended evaluation (another policy, more seeds) only simulates what is new, and several
+    processes may share one cache. ``cost`` overrides the calibrated simulator cost model; ``jobs``
+    runs that many processes (:func:`run_tasks`).
+    """
+    budget = check_budget(budget or cfg.rl.eval_budget)
+    specs = [s if isinstance(s, ClusterSpec) else clusters.load(s) for s in cluster_specs]
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not specs or not policy_specs or not seed_list:
+        raise ValueError("evaluate needs at least one cluster, one policy and one seed")
+    names = {p: make_policy(p).name for p in policy_specs}  # load (and validate) every policy up front
+    cache = Path(cache_dir) if cache_dir is not None else (Path(out_dir) / "cache" if out_dir is not None else None)
+    if cost is None:
+        cost = calibrated_cost(cfg)
+    run_cfgs = budgets([(spec, cfg) for spec in specs], budget, jobs, cost, cache, progress)
+    tasks, budget_of = [], []
+    for spec, (run_cfg, budget_s) in zip(specs, run_cfgs):
+        for p in names:
+            for seed in seed_list:
+                tasks.append(SimTask(spec, run_cfg, p, seed))
+                budget_of.append(budget_s)
+    frames = run_tasks(tasks, jobs, "evaluate", cost, cache, progress)
+    rows = []
+    for task, frame, budget_s in zip(tasks, frames, budget_of):
+        frame.insert(0, "cluster", task.spec.name)
+        rows.append({"cluster": task.spec.name, "policy": names[task.policy], "seed": task.seed,
+                     **run_totals(frame), "budget": budget, "budget_s": budget_s})
+    runs = pd.concat(frames, ignore_index=True)[["cluster", *RUNS_COLUMNS]]
+    summary = pd.DataFrame(rows)
+    fixed = cfg.rl.target_accuracy if target_accuracy is None else target_accuracy
+    summary = set_targets(summary, runs, cfg.rl.target_fraction, fixed)[SUMMARY_COLUMNS]
+    if out_dir is not None:
+        out = Path(out_dir)
+        io.write_csv(runs, out / "runs.csv")
+        io.write_csv(summary, out / "summary.csv")
+        log.info("wrote %s and %s", out / "runs.csv", out / "summary.csv")
+    return runs, summary

@@ -1,0 +1,69 @@
+"""Per-run readings of runs.csv rows: final accuracy, duration, iterations, batch and throughput.
+
+A runs.csv frame has one row per (window, rank) (:data:`~dynamix.metrics.schema.RUNS_COLUMNS`); every
+reading here first keeps one row per window. Time to target is not here: it needs a target, set across
+runs (:mod:`dynamix.evaluation.targets`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def run_totals(frame: pd.DataFrame) -> dict:
+    """One run's final accuracy, total (virtual) time, iterations and mean global batch.
+
+    ``mean_global_batch`` weights each window's global batch by its iterations.
+    """
+    per_window = frame.drop_duplicates("window")
+    acc = per_window["test_acc"].dropna()
+    return {
+        "final_accuracy": float(acc.iloc[-1]) if len(acc) else math.nan,
+        "total_time_s": float(per_window["elapsed_s"].iloc[-1]),
+        "iterations": int(per_window["iteration"].iloc[-1]),
+        "mean_global_batch": float(np.average(per_window["global_batch"],
+                                              weights=per_window["iteration"].diff().fillna(per_window["iteration"]))),
+    }
+
+
+def run_summary(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per run (``run_id``) of a runs.csv frame, with ``keys`` and ``seed`` and:
+
+    - ``final_accuracy``: the last test accuracy evaluated (fraction in [0, 1]);
+    - ``total_time_s``: the run's (virtual) duration;
+    - ``throughput_samples_per_s``: samples processed over the whole run / total_time_s, where a
+      window contributes global_batch x (iterations in that window).
+    """
+    rows = []
+    for rid, run in runs.groupby("run_id", sort=False):
+        w = run.drop_duplicates("window").sort_values("window")
+        iters = w["iteration"].diff().fillna(w["iteration"].iloc[0])
+        total_s = float(w["elapsed_s"].iloc[-1])
+        acc = w["test_acc"].dropna()
+        row = {"run_id": rid, **{k: w[k].iloc[0] for k in keys}, "seed": int(w["seed"].iloc[0])}
+        row["final_accuracy"] = float(acc.iloc[-1]) if len(acc) else math.nan
+        row["total_time_s"] = total_s
+        row["throughput_samples_per_s"] = float((w["global_batch"] * iters).sum()) / total_s if total_s > 0 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def curves(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per (keys, window): elapsed time, test accuracy and cluster throughput (sum over ranks).
+
+    ``runs`` is a runs.csv frame (one row per window and rank); the result has one row per window
+    with ``elapsed_s``, ``test_acc``, ``global_batch``, ``epoch``, ``iter_time_ms`` (the slowest rank)
+    and ``throughput_samples_per_s``.
+    """
+    g = runs.groupby(keys + ["window"], sort=False)
+    return g.agg(
+        elapsed_s=("elapsed_s", "first"),
+        epoch=("epoch", "first"),
+        test_acc=("test_acc", "first"),
+        global_batch=("global_batch", "first"),
+        iter_time_ms=("iter_time_ms", "max"),
+        throughput_samples_per_s=("throughput_samples_per_s", "sum"),
+    ).reset_index()

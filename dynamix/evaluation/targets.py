@@ -1,0 +1,79 @@
+"""Target accuracy and time to target (the project's one definition), and censoring of unreached runs.
+
+The target is set per cluster (and per group, e.g. optimiser) from the runs themselves:
+``rl.target_fraction`` x the best policy's mean final accuracy over seeds, unless ``rl.target_accuracy``
+fixes it (:mod:`dynamix.evaluation`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dynamix.config import Config
+
+
+def time_to_target(frame: pd.DataFrame, target: float) -> float:
+    """When test accuracy first reaches ``target`` (virtual s); NaN if never.
+
+    A run records one test accuracy per window, at its end (``batch.window`` iterations apart), so the
+    first window at or above the target only bounds the crossing: reading its end time would quantise
+    every time to target by a whole window, a tenth or more of a short evaluation run, and ratios of
+    such times jump by that much between neighbouring windows. The crossing is instead interpolated
+    linearly between the window before, (t0, a0), and the first window at or above the target, (t1, a1):
+
+        t* = t0 + (target - a0) / (a1 - a0) * (t1 - t0)
+
+    With no tested window before it t* = t1, never earlier than a measurement. Where tests are sparser
+    than windows (``train.eval_every`` > ``batch.window``) a window repeats the last accuracy, and t0,
+    the end of the window before, is no earlier than that test: the estimate errs late, not early.
+    """
+    per_window = frame.drop_duplicates("window")
+    evals = per_window.loc[per_window["test_acc"].notna(), ["elapsed_s", "test_acc"]].to_numpy(dtype=float)
+    hit = np.flatnonzero(evals[:, 1] >= target)
+    if not len(hit):
+        return math.nan
+    k = int(hit[0])
+    t1, a1 = evals[k]
+    if k == 0:
+        return float(t1)
+    t0, a0 = evals[k - 1]
+    return float(t0 + (target - a0) / (a1 - a0) * (t1 - t0))
+
+
+def set_targets(summary: pd.DataFrame, runs: pd.DataFrame, fraction: float, fixed: float = 0.0) -> pd.DataFrame:
+    """Fill ``target_accuracy`` and ``time_to_target_s`` per cluster of a per-run ``summary``.
+
+    ``runs`` holds the runs' rows (``cluster``, ``policy``, ``seed`` identify a run); the target is
+    ``fixed`` when > 0, else ``fraction`` x the best policy's mean final accuracy on that cluster.
+    """
+    summary = summary.copy()
+    for name, rows in summary.groupby("cluster"):
+        target = fixed if fixed > 0 else fraction * float(rows.groupby("policy")["final_accuracy"].mean().max())
+        summary.loc[rows.index, "target_accuracy"] = target
+        for i, r in rows.iterrows():
+            run = runs[(runs["cluster"] == name) & (runs["policy"] == r["policy"]) & (runs["seed"] == r["seed"])]
+            summary.loc[i, "time_to_target_s"] = time_to_target(run, target)
+    return summary
+
+
+def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: list[str]) -> pd.DataFrame:
+    """``per_run`` with ``target_accuracy`` and ``time_to_target_s`` set by :func:`set_targets`
+    separately within each group of ``by`` (e.g. optimiser, cluster size), with ``cfg.rl``'s fraction
+    or fixed target."""
+    parts = []
+    for key, rows in per_run.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        mask = pd.Series(True, index=runs.index)
+        for col, val in zip(by, key):
+            mask &= runs[col] == val
+        parts.append(set_targets(rows.assign(time_to_target_s=float("nan"), target_accuracy=float("nan")),
+                                 runs[mask], cfg.rl.target_fraction, cfg.rl.target_accuracy))  # fmt: skip
+    return pd.concat(parts).sort_index()
+
+
+def censored_time(summary: pd.DataFrame) -> pd.Series:
+    """Time to target, a run that never reached it censored at its total time (a lower bound on it)."""
+    return summary["time_to_target_s"].astype(float).fillna(summary["total_time_s"].astype(float))

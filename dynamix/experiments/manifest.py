@@ -1,0 +1,72 @@
+"""``manifest.json``: what produced an experiment's results (config, config hash, git sha, versions, command).
+
+Written beside the results by every experiment; figures read the config back from it
+(:func:`read_manifest`) rather than the current ``params.yaml``, so a figure always matches its data.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from dynamix import io, paths
+from dynamix.config import Config
+
+PACKAGES = (
+    "torch", "torchvision", "numpy", "pandas", "stable-baselines3", "gymnasium", "grpcio", "protobuf",
+    "seaborn", "matplotlib", "dvc", "papermill",
+)  # fmt: skip
+"""Packages whose versions a manifest records."""
+
+
+def git_sha() -> str:
+    """HEAD of the repository, with ``-dirty`` when tracked files differ; ``unknown`` without git."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=paths.ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=paths.ROOT, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def package_versions() -> dict[str, str]:
+    """Python's and every :data:`PACKAGES` version (``missing`` when not installed)."""
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "missing"
+    return out
+
+
+def write_manifest(out_dir: str | Path, cfg: Config, experiment: str, extra: Mapping[str, Any] | None = None) -> Path:
+    """``out_dir/manifest.json``: what produced the results beside it."""
+    manifest = {
+        "experiment": experiment,
+        "profile": cfg.profile,
+        "config_hash": cfg.hash(),
+        "git_sha": git_sha(),
+        "command": " ".join(sys.argv),
+        "cwd": os.getcwd(),
+        "versions": package_versions(),
+        "config": cfg.to_dict(),
+        **(extra or {}),
+    }
+    return io.write_json(Path(out_dir) / "manifest.json", manifest)
+
+
+def read_manifest(out_dir: str | Path) -> dict:
+    """The ``manifest.json`` an experiment wrote (figures read its config, not the current params)."""
+    return json.loads((Path(out_dir) / "manifest.json").read_text())

@@ -1,0 +1,113 @@
+"""What several experiments share: the simulated workload and seeds, budgets, policy and workload names.
+
+Each experiment module (``dynamix.experiments.<name>``) has ``run(cfg, out_dir) -> dict`` and writes
+into ``out_dir``:
+
+- ``runs.csv``: tidy long format, one row per (run, window, rank), columns
+  :data:`dynamix.metrics.schema.RUNS_COLUMNS` plus the experiment's keys (units in column names);
+- ``summary.csv``: one row per run (policy, seed, time to target, final accuracy, ...);
+- ``summary.json``: the aggregates the DVC ``metrics`` section tracks;
+- ``manifest.json``: config, config hash, git sha, package versions and the command that ran
+  (:mod:`dynamix.experiments.manifest`).
+
+Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, writers and run ids from
+:mod:`dynamix.io`. Experiment modules import this module, never each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from dynamix.cluster import ClusterSpec
+from dynamix.config import Config, ConfigError, build, deep_merge
+from dynamix.evaluation.runner import budgets
+
+
+def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
+    """``cfg`` with a nested mapping of overrides applied and re-validated (e.g. an Adam workload)."""
+    return build(Config, deep_merge(cfg.to_dict(), overrides))
+
+
+def optimizer(cfg: Config, name: str) -> dict:
+    """The ``optim`` overrides of an optimiser workload: ``name``, Adam at ``experiments.inference.adam_lr``."""
+    optim: dict = {"name": name}
+    if name == "adam":
+        optim["lr"] = cfg.experiments.inference.adam_lr
+    return optim
+
+
+def sim_config(cfg: Config, **sections: Mapping[str, Any]) -> Config:
+    """The config a simulated experiment run uses: ``cfg`` with the experiments' workload
+    (``experiments.model``/``width`` when set), budget (``experiments.epochs`` when set), evaluation
+    cadence (``experiments.eval_every``, ``eval_samples``) and any further section overrides (e.g. an
+    optimiser)."""
+    e = cfg.experiments
+    base: dict[str, Any] = {"train": {"eval_every": e.eval_every, "eval_samples": e.eval_samples}}
+    if e.model:
+        base["model"] = {"name": e.model, "width": e.width or cfg.model.width}
+    if e.epochs:
+        base["train"].update(epochs=e.epochs, max_iters=0)
+    return with_overrides(cfg, deep_merge(base, sections))
+
+
+def seeds(cfg: Config) -> list[int]:
+    """The run seeds of an experiment: ``train.seed + i`` for ``i < experiments.seeds``."""
+    return [cfg.train.seed + i for i in range(cfg.experiments.seeds)]
+
+
+def budgeted(cfg: Config, groups: list[tuple[ClusterSpec, Config]]) -> list[Config]:
+    """Each group's run config under ``rl.eval_budget`` (:func:`dynamix.evaluation.runner.budgets`):
+    unchanged for ``epochs``; for ``time``, capped at the virtual time the group's reference run needs
+    for its epoch budget on that cluster. The reference runs go in parallel (``experiments.jobs``)."""
+    return [run_cfg for run_cfg, _ in budgets(groups, cfg.rl.eval_budget, cfg.experiments.jobs)]
+
+
+def policy_dir(out_dir: str | Path) -> Path:
+    """Where the pipeline's policies live: ``policies/`` beside an experiment's folder."""
+    return Path(out_dir).parent / "policies"
+
+
+def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:
+    """``dynamix`` (the trained policy of the policy_training stage) -> ``dynamix:<dir>/<name>.zip``."""
+    return f"dynamix:{Path(policy_dir) / (name + '.zip')}" if spec == "dynamix" else spec
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model (at a width multiplier) trained with an optimiser: ``resnet20/sgd``, ``mlp@0.25/adam``."""
+
+    model: str
+    optimizer: str
+    width: float = 1.0
+
+    def __str__(self) -> str:
+        width = "" if self.width == 1.0 else f"@{self.width:g}"
+        return f"{self.model}{width}/{self.optimizer}"
+
+
+WORKLOAD_FORM = "MODEL[@WIDTH]/OPT with OPT sgd or adam, e.g. mlp@0.25/sgd"
+
+
+def parse_workload(text: str, field: str = "workload") -> Workload:
+    """``MODEL[@WIDTH]/OPT`` (e.g. ``mlp@0.25/adam``) -> a Workload; errors name ``field`` and the form."""
+    model, _, opt = text.strip().partition("/")
+    model, _, width = model.partition("@")
+    try:
+        w = float(width) if width else 1.0
+    except ValueError:
+        w = -1.0
+    if not model or opt not in ("sgd", "adam") or not w > 0:
+        raise ConfigError(f"{field} must look like {WORKLOAD_FORM}; got {text!r}")
+    return Workload(model, opt, w)
+
+
+def parse_pair(text: str) -> tuple[Workload, Workload]:
+    """``"resnet8/sgd->resnet20@0.5/adam"`` -> (source, target) of a transfer pair; errors name the
+    field (``experiments.transfer.pairs``) and the form."""
+    field = "experiments.transfer.pairs entries"
+    if text.count("->") != 1:
+        raise ConfigError(f"{field} must look like SOURCE->TARGET, each {WORKLOAD_FORM}; got {text!r}")
+    source, target = (parse_workload(side, field) for side in text.split("->"))
+    return source, target

@@ -1,0 +1,233 @@
+"""Claims table rules (dynamix/experiments/claims.py) on synthetic per-run summaries: no simulation.
+
+One case per verdict; the median over the whole static sweep; the interval of a maximum over cells;
+the binding comparison of "best at N workers"; transfer against the target-trained policy without
+slack; seeds and cells counted apart; the teacher rule beside LB-BSP.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynamix import config
+from dynamix.experiments import claims
+
+SWEEP = [32, 64, 128, 256, 512]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return config.load(profile="smoke", overrides={"experiments": {"aggregate": "mean", "n_boot": 400}})
+
+
+def _summary(cells: dict, total: float = 100.0, key: str = "cluster") -> pd.DataFrame:
+    """cells: {cell: {policy: [(time_to_target or nan, final_accuracy) per seed]}} -> per-run rows."""
+    rows = []
+    for cell, policies in cells.items():
+        cl, opt = cell if isinstance(cell, tuple) else (cell, "sgd")
+        for p, runs in policies.items():
+            for seed, (t, a) in enumerate(runs):
+                rows.append({key: cl, "cluster": cl, "optimizer": opt, "policy": p, "seed": seed,
+                             "time_to_target_s": t, "total_time_s": total, "final_accuracy": a})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _static(times: list[float], accs: list[float]) -> dict:
+    return {f"static:{b}": [(t, a) for t, a in zip(times, accs)] for b in SWEEP}
+
+
+# --- the verdict rule: one case per verdict ---------------------------------------------------
+
+
+@pytest.mark.parametrize("lo, hi, null, side, paper, kind, expected", [
+    (50.0, 60.0, 0.0, "above", 46.0, "paper", "reproduced"),        # on the paper's side, reaches its number
+    (10.0, 20.0, 0.0, "above", 46.0, "paper", "direction only"),    # on the paper's side, wholly short of 46
+    (-5.0, 20.0, 0.0, "above", 46.0, "paper", "tie"),               # holds the null
+    (-9.0, -1.0, 0.0, "above", 46.0, "paper", "not reproduced"),    # the other side
+    (math.nan, 1.0, 0.0, "above", 46.0, "paper", "not measured"),
+    (0.60, 0.90, 1.0, "below", math.nan, "paper", "reproduced"),    # ratio below 1
+    (0.99, 1.00, 1.0, "below", math.nan, "paper", "tie"),           # 0.99 [0.99, 1.00] holds 1
+    (1.05, 1.20, 1.0, "below", math.nan, "paper", "not reproduced"),
+    (0.60, 0.90, 1.0, "below", math.nan, "ours", "holds"),
+    (0.90, 1.10, 1.0, "below", math.nan, "ours", "tie"),
+    (1.10, 1.30, 1.0, "below", math.nan, "ours", "does not hold"),
+])  # fmt: skip
+def test_verdict_follows_the_interval(lo, hi, null, side, paper, kind, expected):
+    assert claims.verdict(lo, hi, null, side, paper, kind) == expected
+
+
+def test_verdict_rejects_an_unknown_side():
+    with pytest.raises(ValueError, match="side"):
+        claims.verdict(0.5, 0.9, 1.0, "lower")
+
+
+# --- "static" is the median of the whole sweep -------------------------------------------------
+
+
+def test_gain_is_against_the_median_of_the_whole_static_sweep_paired_by_seed(cfg):
+    # the five static sizes differ per seed; the median of five is the third-ranked, never static:64/256 alone
+    statics = {"static:32": [(10, 0.40), (10, 0.50), (10, 0.40)],
+               "static:64": [(20, 0.30), (12, 0.45), (50, 0.40)],
+               "static:128": [(30, 0.45), (6, 0.55), (50, 0.40)],
+               "static:256": [(40, 0.20), (30, 0.30), (50, 0.30)],
+               "static:512": [(50, 0.10), (40, 0.20), (50, 0.20)]}
+    per_run = _summary({"c": {"dynamix": [(5.0, 0.5), (6.0, 0.6), (np.nan, 0.4)], **statics}})
+    table = claims.vs_static(per_run, cfg).set_index(["metric", "reference"])
+    # medians per seed: times 30, 12, 50; accuracies 0.30, 0.45, 0.40; seed 2's dynamix censored at 100
+    red = table.loc[("time_reduction_pct", "median static")]
+    assert red["estimate"] == pytest.approx(100 * np.mean([1 - 5 / 30, 1 - 6 / 12, 1 - 100 / 50]))
+    gain = table.loc[("accuracy_gain_pts", "median static")]
+    assert gain["estimate"] == pytest.approx(100 * np.mean([0.20, 0.15, 0.0]))
+    assert gain["n_seeds"] == 3 and gain["n_cells"] == 1
+    # beside it: the cell's best static by its estimate over seeds (accuracy: static:128; time: static:32)
+    best = table.loc[("accuracy_gain_pts", "best static")]
+    assert best["best_static"] == "static:128"
+    assert best["estimate"] == pytest.approx(100 * np.mean([0.05, 0.05, 0.0]))
+    assert table.loc[("time_reduction_pct", "best static"), "best_static"] == "static:32"
+
+
+# --- "up to": the interval of the maximum over cells ---------------------------------------------
+
+
+def test_up_to_interval_is_the_bootstrap_of_the_maximum_over_cells_not_the_winners_own():
+    # cell A is constant at 2; cell B has the same mean but is noisy. Every replicate's maximum is >= 2
+    # (A) and reaches B's high draws: [2, 6], where the winner by point estimate (A) alone gives [2, 2]
+    est = claims.max_over_cells([[2.0, 2.0, 2.0], [0.0, 0.0, 6.0]], "mean", 2000, 0.95)
+    assert est["estimate"] == pytest.approx(2.0)
+    assert est["ci_lo"] == pytest.approx(2.0) and est["ci_hi"] == pytest.approx(6.0)
+    assert (est["n_seeds"], est["n_cells"]) == (3, 2)
+    own = claims.within_cell([2.0, 2.0, 2.0], "mean", 2000, 0.95)
+    assert (own["ci_lo"], own["ci_hi"]) == (2.0, 2.0)
+
+
+def test_up_to_rows_take_the_largest_cell_and_report_seeds_and_cells_apart(cfg):
+    rng = np.random.default_rng(0)
+    cells = {}
+    for i, gain in enumerate([0.02, 0.08, 0.04, 0.01]):
+        acc = 0.4 + 0.005 * rng.standard_normal(3)
+        dyn = [(5.0, a + gain) for a in acc]
+        cells[(f"c{i}", "sgd")] = {"dynamix": dyn, **_static([10.0] * 3, list(acc))}
+    rows = claims.up_to_rows(_summary(cells), cfg)
+    acc_row = rows[0]
+    assert acc_row["where"].startswith("c1, sgd") and "static 32..512" in acc_row["where"]
+    assert acc_row["estimate"] == pytest.approx(8.0, abs=0.01)
+    assert (acc_row["n_seeds"], acc_row["n_cells"]) == (3, 4)
+    assert claims.row_verdict(acc_row) == "reproduced"  # [~8, ~8] lies above 0 and reaches 6.3
+    time_row = rows[2]
+    assert time_row["estimate"] == pytest.approx(50.0) and claims.row_verdict(time_row) == "reproduced"
+    assert rows[1]["claim"].startswith("(beside)") and rows[1]["kind"] == "ours"
+
+
+# --- best at N workers: below 1 against every other policy --------------------------------------
+
+
+def _scal(ratios: dict[str, list[float]], n: int = 32) -> pd.DataFrame:
+    """dynamix at 10 s per seed; each other policy at 10 / ratio."""
+    k = len(next(iter(ratios.values())))
+    cells = {"dynamix": [(10.0, 0.5)] * k, **{p: [(10.0 / r, 0.5) for r in rs] for p, rs in ratios.items()}}
+    out = _summary({"big": cells})
+    return out.assign(n_workers=n)
+
+
+@pytest.mark.parametrize("ratios, expected, binding", [
+    ({"static:64": [0.5, 0.6, 0.55], "lbbsp": [0.80, 0.85, 0.90]}, "reproduced", "lbbsp"),
+    ({"static:64": [0.5, 0.6, 0.55], "lbbsp": [0.98, 0.99, 1.00]}, "tie", "lbbsp"),   # 0.99 [0.99, 1.00]
+    ({"lbbsp": [0.98, 0.99, 1.01], "lbbsp:batch=512": [1.1, 1.2, 1.15]}, "not reproduced", "lbbsp:batch=512"),
+    # the best estimate against lbbsp (0.85) is not the binding one: gns's interval reaches above 1
+    ({"lbbsp": [0.80, 0.85, 0.90], "gns": [0.5, 0.6, 1.2]}, "tie", "gns"),
+])  # fmt: skip
+def test_best_at_largest_cluster_needs_every_ratio_interval_below_one(cfg, ratios, expected, binding):
+    small = _scal({p: [1.0] * 3 for p in ratios}, n=4)
+    rows, comps = claims.scalability_rows(pd.concat([small, _scal(ratios)]), cfg)
+    assert len(rows) == 1 and len(comps) == len(ratios)
+    assert claims.row_verdict(rows[0]) == expected
+    assert rows[0]["where"].startswith(f"vs {binding},")
+    assert "32 workers" in rows[0]["claim"]
+
+
+# --- transfer: against the target-trained policy, by the interval, no slack ----------------------
+
+
+def test_transfer_is_a_tie_when_the_interval_holds_one_and_records_the_budgets(cfg):
+    tr = _summary({"a->b": {"transferred": [(10.5, 0.5), (10.0, 0.5), (10.2, 0.5)],
+                            "target-trained": [(10.0, 0.5), (10.0, 0.5), (10.0, 0.5)],
+                            "static:64": [(20.0, 0.5), (21.0, 0.5), (19.0, 0.5)]}}, key="pair")  # fmt: skip
+    budgets = {"a->b": {"transferred": 2048, "target-trained": 2048}}
+    rows = {r["where"].split(" (")[0]: r for r in claims.transfer_rows(tr, cfg, budgets)}
+    target = rows["transferred vs target-trained"]
+    assert 1.0 < target["estimate"] < 1.1  # within the old 10 % slack, which read "reproduced"
+    assert claims.row_verdict(target) == "not reproduced"  # every seed is slower: the interval lies above 1
+    assert "both 2048 PPO transitions" in target["where"]
+    assert claims.row_verdict(rows["transferred vs static:64"]) == "reproduced"
+    tied = tr.copy()
+    tied.loc[tied["policy"] == "transferred", "time_to_target_s"] = [9.5, 10.5, 10.0]
+    tie = next(r for r in claims.transfer_rows(tied, cfg) if "target-trained" in r["where"])
+    assert claims.row_verdict(tie) == "tie"
+
+
+# --- ours: seeds and cells apart; the teacher rule beside LB-BSP ---------------------------------
+
+
+def test_ours_rows_pool_cells_count_seeds_and_compare_with_the_teacher_rule(cfg):
+    cells = {}
+    for i in range(4):
+        cells[(f"c{i // 2}", ["sgd", "adam"][i % 2])] = {
+            "dynamix": [(6.0, 0.5), (7.0, 0.5), (8.0, 0.5)], "lbbsp": [(10.0, 0.5)] * 3,
+            claims.teacher_spec(cfg): [(7.0, 0.5), (7.0, 0.5), (7.0, 0.5)], "gns": [(5.0, 0.5)] * 3,
+            **_static([10.0] * 3, [0.5] * 3)}  # fmt: skip
+    rows = {r["claim"]: r for r in claims.ours_rows(_summary(cells), cfg)}
+    assert claims.teacher_spec(cfg) == "lbbsp:batch=512"
+    refs = ("lbbsp", "lbbsp:batch=512", "gns")
+    assert set(rows) == {f"(ours) DYNAMIX vs {p}, time to target" for p in refs}
+    for r in rows.values():
+        assert (r["n_seeds"], r["n_cells"]) == (3, 4)
+    assert claims.row_verdict(rows["(ours) DYNAMIX vs lbbsp, time to target"]) == "holds"
+    assert claims.row_verdict(rows[f"(ours) DYNAMIX vs {claims.teacher_spec(cfg)}, time to target"]) == "tie"
+    assert claims.row_verdict(rows["(ours) DYNAMIX vs gns, time to target"]) == "does not hold"
+
+
+def test_run_writes_a_table_whose_verdicts_follow_the_rule(cfg, tmp_path):
+    rng = np.random.default_rng(1)
+    cells = {}
+    for cl in ("c0", "c1"):
+        for opt in ("sgd", "adam"):
+            acc = 0.4 + 0.01 * rng.standard_normal(3)
+            cells[(cl, opt)] = {"dynamix": [(5.0 + rng.random(), a + 0.03) for a in acc],
+                                "lbbsp": [(8.0, 0.45)] * 3, claims.teacher_spec(cfg): [(6.0, 0.45)] * 3,
+                                **_static(list(9.0 + rng.random(3)), list(acc))}  # fmt: skip
+    (tmp_path / "inference").mkdir()
+    _summary(cells).to_csv(tmp_path / "inference" / "summary.csv", index=False)
+    claims.run(cfg, tmp_path / "claims")
+    table = pd.read_csv(tmp_path / "claims" / "claims.csv")
+    assert {"claim", "estimate", "ci_lo", "ci_hi", "verdict", "n_seeds", "n_cells"} <= set(table.columns)
+    assert np.isfinite(table[["estimate", "ci_lo", "ci_hi"]].to_numpy()).all()
+    assert [claims.row_verdict(r) for _, r in table.iterrows()] == list(table["verdict"])
+    assert (table["n_seeds"] == 3).all()
+    md = (tmp_path / "claims" / "claims.md").read_text()
+    assert "3 x 4" in md
+
+
+@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+def test_every_profile_runs_the_whole_static_sweep_and_the_teacher_beside_lbbsp(profile):
+    from dynamix.experiments.inference import check_static_sweep
+
+    cfg = config.load(profile=profile)
+    check_static_sweep(cfg)
+    teacher = claims.teacher_spec(cfg)
+    for section in (cfg.experiments.inference, cfg.experiments.scalability):
+        if "lbbsp" in section.policies:
+            assert teacher in section.policies
+
+
+def test_a_partial_static_sweep_is_refused_naming_the_fields():
+    from dynamix.experiments.inference import check_static_sweep
+
+    partial = {"experiments": {"inference": {"policies": ["dynamix", "static:64"]}}}
+    cfg = config.load(profile="default", overrides=partial)
+    expected = r"experiments.inference.policies lacks static:32, static:128.*baselines.batch_sizes"
+    with pytest.raises(ValueError, match=expected):
+        check_static_sweep(cfg)

@@ -1,0 +1,91 @@
+"""What experiments share: run ids, manifests, strict JSON, config overrides, transfer pairs."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import numpy as np
+import pytest
+
+from dynamix import config, io, paths
+from dynamix.experiments import shared
+from dynamix.experiments.manifest import write_manifest
+from dynamix.experiments.shared import Workload, parse_pair
+from dynamix.experiments.transfer import policy_name
+
+
+def test_run_ids_are_deterministic_and_filesystem_safe():
+    rid = io.run_id("clusters/mixed-4.yaml", "static:64", "adam", 3)
+    assert rid == "mixed-4__static-64__adam__s3"
+    assert rid == io.run_id("clusters/mixed-4.yaml", "static:64", "adam", 3)
+    assert "/" not in io.run_id("dynamix:/tmp/x/policy.zip") and ":" not in io.run_id("dynamix:x")
+
+
+def test_manifest_records_config_hash_versions_and_sha(tmp_path):
+    cfg = config.load(profile="smoke")
+    write_manifest(tmp_path, cfg, "unit")
+    m = json.loads((tmp_path / "manifest.json").read_text())
+    assert m["config_hash"] == cfg.hash()
+    assert m["profile"] == "smoke" and m["experiment"] == "unit"
+    assert m["versions"]["torch"] and m["git_sha"]
+    assert m["config"]["experiments"]["seeds"] == cfg.experiments.seeds
+
+
+def test_json_writer_turns_nan_into_null(tmp_path):
+    io.write_json(tmp_path / "s.json", {"a": float("nan"), "b": np.float64(1.5), "c": (1, 2)})
+    assert json.loads((tmp_path / "s.json").read_text()) == {"a": None, "b": 1.5, "c": [1, 2]}
+
+
+def test_with_overrides_revalidates():
+    cfg = config.load(profile="smoke")
+    adam = shared.with_overrides(cfg, {"optim": {"name": "adam"}})
+    assert adam.optim.name == "adam" and cfg.optim.name == "sgd"
+    with pytest.raises(config.ConfigError, match="optim.name"):
+        shared.with_overrides(cfg, {"optim": {"name": "lamb"}})
+
+
+def test_transfer_pairs_parse_and_bad_ones_name_the_field():
+    src, dst = parse_pair("resnet8/sgd->resnet20@0.5/adam")
+    assert src == Workload("resnet8", "sgd") and dst == Workload("resnet20", "adam", 0.5)
+    assert str(dst) == "resnet20@0.5/adam"
+    for bad in ("resnet8/sgd", "resnet8/lamb->x/sgd", "a@-1/sgd->b/sgd"):
+        with pytest.raises(ValueError, match="experiments.transfer.pairs"):
+            parse_pair(bad)
+
+
+def test_every_profile_builds_with_an_experiments_section():
+    for profile in ("smoke", "default", "paper"):
+        cfg = config.load(profile=profile)
+        assert cfg.experiments.seeds >= 1
+        for pair in cfg.experiments.transfer.pairs:
+            parse_pair(pair)
+    assert config.load(profile="default").experiments.seeds >= 3
+
+
+def test_transfer_policy_names_are_distinct_per_workload_and_dot_free():
+    names = {policy_name(w) for pair in ("mlp@0.25/sgd->mlp@0.25/adam", "mlp@0.25/sgd->mlp@0.5/sgd") for w in parse_pair(pair)}
+    assert names == {"mlp-0p25-sgd", "mlp-0p5-sgd", "mlp-0p25-adam"}
+
+
+def _experiment_imports(source: str) -> set[str]:
+    """Sub-modules of dynamix.experiments that ``source`` imports."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "dynamix.experiments":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dynamix.experiments."):
+            found.add(node.module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[2] for a in node.names if a.name.startswith("dynamix.experiments.")}
+    return found
+
+
+def test_no_experiment_module_imports_another():
+    """Experiments share through shared.py and manifest.py only, so each one reads on its own."""
+    folder = paths.ROOT / "dynamix" / "experiments"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "shared", "manifest"}
+    assert {"baselines", "inference", "transfer"} <= modules
+    for name in modules:
+        assert _experiment_imports((folder / f"{name}.py").read_text()) <= {"shared", "manifest"}, name
+    assert _experiment_imports("from dynamix.experiments.inference import workload") == {"inference"}  # control
