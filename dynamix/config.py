@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -132,6 +133,22 @@ class TrainConfig:
     checkpoint_every: int = setting(200, rng(1, None))
     seed: int = setting(0, rng(0, 2**31 - 1))
     threads: int = setting(0, rng(0, 256))  # torch threads per process; 0: torch's default
+    # Where the model math runs (simulator, ``dynamix train``, ``calibrate``, ``evaluate``, the engine):
+    # auto = CUDA when torch sees a GPU, else cpu; cuda = the current GPU (the engine: one per local
+    # rank); cuda:N = GPU N. Resolved by :func:`dynamix.train.device.resolve_device`.
+    device: str = setting("auto")
+    # Mixed precision of forward/backward on CUDA (torch.autocast): none; bf16; fp16 with dynamic loss
+    # scaling. Refused on cpu: CPU autocast made a tiny-cnn step 8-10x slower than fp32 on a CPU without
+    # bf16/fp16 units (measured).
+    amp: str = setting("none", one_of("none", "bf16", "fp16"))
+    # NHWC activations and weights: faster convolutions on CPU (oneDNN), but a different float rounding
+    # than the default layout, so same-seed outputs differ from runs without it (opt-in).
+    channels_last: bool = setting(False)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", str(self.device)):
+            raise ConfigError(f"train.device = {self.device!r} is not allowed: must be one of 'auto', 'cpu', "
+                              "'cuda', 'cuda:N' (N a GPU index)")
 
 
 @dataclass(frozen=True)

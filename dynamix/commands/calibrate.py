@@ -2,6 +2,7 @@
 
     dynamix calibrate --model tiny-cnn
     dynamix calibrate --model resnet20 --width 0.5 --batch-sizes 16 32 64 128 --repeats 7
+    dynamix calibrate --model vgg11 --device cuda --amp bf16
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed iterations per batch size")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads while timing (default 1: one engine worker per core)")
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA when available) | cpu | cuda | cuda:N, as train.device (default auto)")
+    parser.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"],
+                        help="mixed precision on CUDA, as train.amp (default none)")
 
 
 def main(args: argparse.Namespace) -> int:
-    cal = calibrate(args.model, args.width, tuple(args.batch_sizes), args.repeats, args.threads)
+    cal = calibrate(args.model, args.width, tuple(args.batch_sizes), args.repeats, args.threads,
+                    device=args.device, amp=args.amp)
     print(json.dumps({**asdict(cal), "path": str(calibration_path(args.model, args.width))}, indent=2))
     return 0

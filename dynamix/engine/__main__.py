@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.config) as fh:
         cfg = config_mod.build(config_mod.Config, json.load(fh))
     spec = cluster_mod.load(args.cluster) if args.cluster else None
-    device = init_process_group(cfg.engine.backend)
+    device = init_process_group(cfg.engine.backend, cfg.train.device)
     try:
         Engine(cfg, args.out, spec, args.policy, args.arbitrator, parse_sizes(args.initial), device=device,
                progress=args.progress).run()

@@ -61,6 +61,7 @@ from dynamix.policies.base import Bounds, PolicyContext, check_decision
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.train import checkpoint
 from dynamix.train.core import Trainer
+from dynamix.train.device import compute_settings, resolve_device
 from dynamix.train.loop import eval_subset, total_iterations
 from dynamix.train.optim import learning_rate
 
@@ -93,17 +94,26 @@ class Layout:
         return cls(n, cfg.engine.num_servers)
 
 
-def init_process_group(backend: str = "auto") -> str:
-    """Initialise torch.distributed from the environment (gloo on CPU, nccl on GPU); returns the device."""
+def init_process_group(backend: str = "auto", device: str = "auto") -> str:
+    """Initialise torch.distributed from the environment; returns this rank's device.
+
+    ``device`` is ``train.device``: on CUDA (``auto`` with a GPU, or ``cuda``) local rank r uses GPU
+    r mod (GPU count), ``cuda:N`` pins every rank to GPU N, ``cpu`` keeps the ranks on the CPU even
+    when a GPU is present. ``backend`` auto is nccl on CUDA and gloo on the CPU.
+    """
+    dev = resolve_device(device)
+    if dev != "cpu" and device in ("auto", "cuda"):
+        dev = f"cuda:{int(os.environ.get('LOCAL_RANK', 0)) % torch.cuda.device_count()}"
     if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = "nccl" if dev != "cpu" else "gloo"
+    if backend == "nccl" and dev == "cpu":
+        raise ConfigError("engine.backend = 'nccl' needs CUDA tensors, but train.device resolves to 'cpu': "
+                          "use engine.backend auto or gloo")
     if not dist.is_initialized():
         dist.init_process_group(backend)
-    if backend == "nccl":
-        local = int(os.environ.get("LOCAL_RANK", 0))
-        torch.cuda.set_device(local)
-        return f"cuda:{local}"
-    return "cpu"
+    if dev != "cpu":
+        torch.cuda.set_device(dev)
+    return dev
 
 
 def _threads(cfg: Config, world: int) -> int:
@@ -126,6 +136,10 @@ class Engine:
         if cfg.train.max_time_s:
             raise ConfigError(f"train.max_time_s = {cfg.train.max_time_s} is simulator-only: the engine runs "
                               "by train.max_iters or train.epochs (set train.max_time_s=0)")
+        if cfg.train.amp == "fp16" and cfg.engine.arch == "ps":
+            raise ConfigError("train.amp = 'fp16' skips steps on overflow, which the parameter servers cannot "
+                              "see: use engine.arch = ring, or train.amp = bf16 or none")
+        self.compute = compute_settings(cfg.train, device)
         self.shaped = cfg.engine.net_mode == "netns"
         if self.shaped and os.environ.get("DYNAMIX_NETNS") != "1":
             raise ValueError("engine.net_mode = 'netns' runs ranks in namespaces set up by `dynamix launch` "
@@ -146,6 +160,8 @@ class Engine:
                         "policy": self.policy_spec, "seed": cfg.train.seed}
         seed_everything(cfg.train.seed)  # identical initial weights on every rank
         self.model = build_model(cfg.model.name, cfg.model.width).to(device)
+        if cfg.train.channels_last:  # before the flat buffers bind .grad (and, for PS, .data)
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.state = checkpoint.load(self.out / CHECKPOINT, expect=self._expect()) if self.out else None
         if self.is_server:
             return
@@ -233,13 +249,13 @@ class Engine:
             d = check_decision(self.source.initial(self.ctx), self.layout.n_workers, self.bounds)
             self.sizes, self.lr_scale = d.batch_sizes, d.lr_scale
             self.total_iters = total_iterations(self.cfg, self.n_train, sum(self.sizes))
-            self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, self.device)
+            self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, **self.compute)
             self.last_ckpt = 0
             return
         self.sizes, self.lr_scale = tuple(st["batch_sizes"]), st["lr_scale"]
         self.total_iters = st["total_iters"]
         self.model.load_state_dict(st["model"])
-        self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, self.device)
+        self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, **self.compute)
         if self.layout.n_servers == 0:
             self.trainer.opt.load_state_dict(st["opt"])
         self.trainer.iteration = self.last_ckpt = st["iteration"]
@@ -283,6 +299,7 @@ class Engine:
         x, y = self.maker(idx)
         self.flat.zero_grad()
         stats = self.trainer.local_gradient(x, y)
+        self.trainer.unscale_()  # fp16: the true local gradient before statistics and reduction
         if self.device != "cpu":
             torch.cuda.synchronize()
         compute_s = time.perf_counter() - t0
@@ -325,7 +342,7 @@ class Engine:
             dist.broadcast(b, src=0, group=self.group)
         loss, acc = self.trainer.evaluate(self.test_x, self.test_y) if len(self.test_y) else (0.0, 0.0)
         n = len(self.test_y)
-        t = torch.tensor([loss * n, acc * n, n], dtype=torch.float64)
+        t = torch.tensor([loss * n, acc * n, n], dtype=torch.float64, device=self.device)
         dist.all_reduce(t, group=self.group)
         return float(t[0] / t[2]), float(t[1] / t[2])
 

@@ -52,7 +52,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     counts = {"train": data.counts("train"), "test": data.counts("test")}
     rows = []
     for name, width in models_used(cfg):
-        cal = load_calibration(name, width) if calibration_path(name, width).exists() else calibrate(name, width)
+        cal = (load_calibration(name, width) if calibration_path(name, width).exists()
+               else calibrate(name, width, device=cfg.train.device, amp=cfg.train.amp))
         rows.append({
             "model": name, "width": width, "a_ms": cal.a_ms, "c_ms_per_sample": cal.c_ms_per_sample,
             "r2": cal.r2, "threads": cal.threads, "gradient_bytes": cal.gradient_bytes,

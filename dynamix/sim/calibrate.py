@@ -2,6 +2,7 @@
 
     dynamix calibrate --model tiny-cnn                 # -> results/calibration/tiny-cnn.json
     dynamix calibrate --model resnet20 --width 0.5 --threads 1
+    dynamix calibrate --model vgg11 --device cuda      # on a GPU: that GPU's a_m and c_m
 
 What is timed is one worker's full compute for one iteration, exactly what the engine's workers do:
 build the batch (normalise + augment, :class:`dynamix.data.BatchMaker`), forward, backward
@@ -14,7 +15,8 @@ every size alike; the median per size is fitted by least squares,
 and the fit's R^2 is stored beside a and c, with the spread of single iterations (``jitter``, the
 standard deviation of log t: the same quantity as a cluster spec's ``jitter``). Timing uses
 ``threads`` torch threads (default 1, the setting of each engine worker when several share this
-machine's cores); device profiles in
+machine's cores) on ``device`` (``train.device``: ``auto`` is CUDA when available; CUDA timings wait
+for the queued kernels with ``torch.cuda.synchronize``); device profiles in
 :data:`dynamix.cluster.DEVICE_PROFILES` are speeds relative to this measurement. (To predict engine
 runs of N co-located workers on this machine, :mod:`dynamix.sim.validate` calibrates with the engine
 itself instead.)
@@ -40,6 +42,7 @@ from dynamix.config import ConfigError, OptimConfig
 from dynamix.data import BatchMaker
 from dynamix.models import build_model, gradient_bytes
 from dynamix.train.core import Trainer
+from dynamix.train.device import check_amp, resolve_device, synchronize
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,8 @@ class Calibration:
     gradient_bytes: int
     host: str
     torch_version: str
+    device: str = "cpu"  # where it was measured (cpu, cuda:N)
+    amp: str = "none"  # mixed precision while measuring (train.amp)
 
     def predict_ms(self, batch_size: float) -> float:
         return self.a_ms + self.c_ms_per_sample * batch_size
@@ -102,11 +107,12 @@ def fit_nonnegative(batch_sizes, times_ms) -> tuple[float, float, float]:
 
 
 def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup: int = 2,
-            seed: int = 0) -> list[list[float]]:
-    """Per batch size, the list of ``repeats`` timed iterations (ms) in the current torch threads."""
+            seed: int = 0, device: str = "cpu", amp: str = "none") -> list[list[float]]:
+    """Per batch size, the list of ``repeats`` timed iterations (ms) in the current torch threads, on
+    ``device`` (a resolved device string) with mixed precision ``amp``."""
     torch.manual_seed(seed)
     model = build_model(model_name, width)
-    trainer = Trainer(model, OptimConfig(), total_iters=1)
+    trainer = Trainer(model, OptimConfig(), total_iters=1, device=device, amp=amp)
     n_pool = max(batch_sizes)
     gen = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 256, (n_pool, 3, 32, 32), dtype=torch.uint8, generator=gen)
@@ -116,9 +122,11 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
     for r in range(warmup + repeats):
         for j, b in enumerate(batch_sizes):
             idx = torch.arange(b)
+            synchronize(device)
             t0 = time.perf_counter()
             trainer.weighted_gradient([maker(idx)], track_local=False)
             trainer.apply(b)
+            synchronize(device)
             dt = (time.perf_counter() - t0) * 1e3
             if r >= warmup:
                 times[j].append(dt)
@@ -126,17 +134,19 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
 
 
 def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZES, repeats: int = 5,
-              threads: int = 1, write: bool = True) -> Calibration:
-    """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads; write the JSON when
-    ``write``."""
+              threads: int = 1, write: bool = True, device: str = "auto", amp: str = "none") -> Calibration:
+    """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads on ``device`` (a
+    ``train.device`` value) with mixed precision ``amp`` (``train.amp``); write the JSON when ``write``."""
     if len(set(batch_sizes)) < 2:
         raise ConfigError(f"calibrate: batch_sizes = {list(batch_sizes)} needs at least two distinct sizes")
     if threads < 1:
         raise ConfigError(f"calibrate: threads = {threads} is out of range: must be >= 1")
+    dev = resolve_device(device)
+    check_amp(amp, dev)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        times = measure(model_name, width, tuple(batch_sizes), repeats)
+        times = measure(model_name, width, tuple(batch_sizes), repeats, device=dev, amp=amp)
     finally:
         torch.set_num_threads(before)
     medians = [float(np.median(t)) for t in times]
@@ -147,10 +157,10 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
         batch_sizes=tuple(int(b) for b in batch_sizes), median_ms=tuple(medians), jitter=jitter,
         repeats=repeats,
         gradient_bytes=gradient_bytes(build_model(model_name, width)), host=platform.node(),
-        torch_version=torch.__version__,
+        torch_version=torch.__version__, device=dev, amp=amp,
     )
-    log.info("calibrated %s (width %g, %d threads): a = %.3f ms, c = %.4f ms/sample, R^2 = %.4f",
-             model_name, width, threads, a, c, r2)
+    log.info("calibrated %s (width %g, %s, %d threads): a = %.3f ms, c = %.4f ms/sample, R^2 = %.4f",
+             model_name, width, dev, threads, a, c, r2)
     if write:
         path = calibration_path(model_name, width)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,8 +170,9 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
     return cal
 
 
-def load_calibration(model_name: str, width: float = 1.0) -> Calibration:
-    """The stored calibration for (model, width); without one, a quick calibration (logged, written)."""
+def load_calibration(model_name: str, width: float = 1.0, device: str = "auto", amp: str = "none") -> Calibration:
+    """The stored calibration for (model, width); without one, a quick calibration on ``device`` with
+    ``amp`` (logged, written)."""
     path = calibration_path(model_name, width)
     if path.exists():
         d = json.loads(path.read_text())
@@ -171,4 +182,4 @@ def load_calibration(model_name: str, width: float = 1.0) -> Calibration:
         return Calibration(**d)
     log.warning("no calibration at %s: running a quick one (run `dynamix calibrate --model %s` for a "
                 "careful fit)", path, model_name)
-    return calibrate(model_name, width, QUICK_BATCH_SIZES, repeats=3)
+    return calibrate(model_name, width, QUICK_BATCH_SIZES, repeats=3, device=device, amp=amp)

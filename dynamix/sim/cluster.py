@@ -17,6 +17,9 @@ A window of k = ``batch.window`` iterations ends in the same :class:`WorkerWindo
 Differences from the engine, by design: batch-norm running statistics are updated by every worker
 batch in turn on the one model (the engine keeps one copy per rank); evaluation does not advance
 virtual time.
+
+The model math runs on ``train.device`` (:mod:`dynamix.train.device`); batches are built on the CPU
+from the seeded generators and moved there, so the data order and augmentation do not depend on it.
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ from dynamix.models import build_model, gradient_bytes
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.sim.calibrate import load_calibration
 from dynamix.train.core import Trainer
+from dynamix.train.device import compute_settings
 from dynamix.train.loop import eval_subset, total_iterations
 
 
 def calibrated_cost(cfg: Config) -> CostModel:
     """The cost model of ``cfg.model`` from this machine's stored calibration (:mod:`dynamix.sim.calibrate`)."""
-    cal = load_calibration(cfg.model.name, cfg.model.width)
+    cal = load_calibration(cfg.model.name, cfg.model.width, device=cfg.train.device, amp=cfg.train.amp)
     return CostModel(cal.a_ms, cal.c_ms_per_sample, gradient_bytes(build_model(cfg.model.name, cfg.model.width)))
 
 
@@ -65,6 +69,7 @@ class VirtualCluster:
         self._latency = np.array([w.latency_ms for w in spec.workers], float)
         self.cost = calibrated_cost(cfg) if cost is None else cost
         self.dynamics = ClusterDynamics(spec)
+        self.compute = compute_settings(cfg.train)  # device, amp, channels_last (validated once)
         n_train = len(self.data.train_y)
         self.total_iters = total_iterations(cfg, n_train, self.n_workers * cfg.batch.initial)
         test_idx = eval_subset(len(self.data.test_y), cfg.train.eval_samples)
@@ -76,7 +81,7 @@ class VirtualCluster:
         """Fresh model, data order and clock: the start of a new run with the same seeds."""
         seed_everything(self.seed)
         model = build_model(self.cfg.model.name, self.cfg.model.width)
-        self.trainer = Trainer(model, self.cfg.optim, self.total_iters)
+        self.trainer = Trainer(model, self.cfg.optim, self.total_iters, **self.compute)
         self.sampler = GlobalSampler(len(self.data.train_y), self.seed)
         self.maker = BatchMaker(self.data.train_x, self.data.train_y, self.cfg.data.augment, self.seed)
         self.dynamics.reset()
@@ -135,9 +140,13 @@ class VirtualCluster:
             batches = [self.maker(idx) for idx in self.sampler.next(sizes)]
             stats, grads = self.trainer.weighted_gradient(batches, track_local=True)
             agg = flat_grad(self.trainer.model)
-            agg_sq_sum += float(agg.dot(agg))
+            agg_sq = float(agg.dot(agg))
+            # an fp16 overflow (the step is skipped, the loss scale halves) leaves no gradient statistics
+            keep = self.trainer.scaler is None or math.isfinite(agg_sq)
+            agg_sq_sum += agg_sq if keep else 0.0
             for i, (s, g) in enumerate(zip(stats, grads)):
-                self._gstats[i].add(g)
+                if keep:
+                    self._gstats[i].add(g)
                 sums["loss"][i] += s.loss
                 sums["correct"][i] += s.correct
             del grads, agg

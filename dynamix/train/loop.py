@@ -29,6 +29,7 @@ from dynamix.models import build_model
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.train import checkpoint
 from dynamix.train.core import Trainer
+from dynamix.train.device import compute_settings, synchronize
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def run_training(cfg: Config, out_dir: str | Path, progress: bool = True) -> dic
     b = cfg.train.batch_size
     n_iters = total_iterations(cfg, len(data.train_y), b)
     seed_everything(cfg.train.seed)
-    trainer = Trainer(build_model(cfg.model.name, cfg.model.width), cfg.optim, n_iters)
+    trainer = Trainer(build_model(cfg.model.name, cfg.model.width), cfg.optim, n_iters, **compute_settings(cfg.train))
     sampler = GlobalSampler(len(data.train_y), cfg.train.seed)
     maker = BatchMaker(data.train_x, data.train_y, cfg.data.augment, cfg.train.seed)
     test_idx = eval_subset(len(data.test_y), cfg.train.eval_samples)
@@ -89,6 +90,7 @@ def run_training(cfg: Config, out_dir: str | Path, progress: bool = True) -> dic
         (idx,) = sampler.next([b])
         x, y = maker(idx)
         stats = trainer.step(x, y)
+        synchronize(trainer.device)
         dt = time.perf_counter() - t0
         elapsed += dt
         it = trainer.iteration
@@ -118,6 +120,7 @@ def run_training(cfg: Config, out_dir: str | Path, progress: bool = True) -> dic
         "best_test_acc": max(best, last_test[1]), "train_time_s": elapsed,
         "throughput_samples_per_s": trainer.iteration * b / max(elapsed, 1e-9),
         "data_source": data.source, "config_hash": cfg.hash(), "seed": cfg.train.seed,
+        "device": trainer.device,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
