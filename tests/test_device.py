@@ -33,17 +33,7 @@ MODEL = {"name": "tiny-cnn", "width": 0.25}
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def data():
-    return load_cifar10()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def sim_cfg(**train) -> config.Config:

@@ -9,12 +9,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from dynamix import cluster as clusters
 from dynamix import config
 from dynamix.cluster.costmodel import CostModel
-from dynamix.data import load_cifar10
 from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, WorkerWindow
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy
@@ -24,18 +22,7 @@ from dynamix.sim.run import simulate
 MODEL = {"name": "tiny-cnn", "width": 0.25}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small per-worker batches on shared cores: one torch thread is ~10x faster than two here."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def data():
-    return load_cifar10()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

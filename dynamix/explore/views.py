@@ -229,9 +229,14 @@ def batch_sizes(rs: RunSet, seed: int | None = None) -> plt.Figure:
         ax.set_xlabel(TIME_LABEL)
         ax.set_ylabel("batch size per worker (samples)")
         ax.label_outer()
+    return _finish_panels(fig, axes, "worker (speed)", f"Batch size per worker, seed {seed}: {rs.title}")
+
+
+def _finish_panels(fig: plt.Figure, axes, legend_title: str, title: str) -> plt.Figure:
+    """One legend for all panels, outside them on the right; the figure's title."""
     handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, title="worker (speed)")
-    fig.suptitle(f"Batch size per worker, seed {seed}: {rs.title}", fontsize=10)
+    fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, title=legend_title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return _done(fig)
 
@@ -272,11 +277,7 @@ def time_split(rs: RunSet) -> plt.Figure:
         ax.set_title(policy, fontsize=9)
         ax.set_xlabel("time per iteration (ms, virtual)")
         ax.label_outer()
-    handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, title="per iteration")
-    fig.suptitle(f"Iteration time split per worker: {rs.title}", fontsize=10)
-    fig.tight_layout()
-    return _done(fig)
+    return _finish_panels(fig, axes, "per iteration", f"Iteration time split per worker: {rs.title}")
 
 
 TABLE_COLUMNS = ["policy", "runs", "reached", "target_accuracy_pct", "time_to_target_s", "final_accuracy_pct",
