@@ -60,11 +60,12 @@ def run_training(cfg: Config, out_dir: str | Path, progress: bool = True) -> dic
     out.mkdir(parents=True, exist_ok=True)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    settings = compute_settings(cfg.train)  # a bad device fails before the data are decoded
     data = load_cifar10(cfg.data)
     b = cfg.train.batch_size
     n_iters = total_iterations(cfg, len(data.train_y), b)
     seed_everything(cfg.train.seed)
-    trainer = Trainer(build_model(cfg.model.name, cfg.model.width), cfg.optim, n_iters, **compute_settings(cfg.train))
+    trainer = Trainer(build_model(cfg.model.name, cfg.model.width), cfg.optim, n_iters, **settings)
     sampler = GlobalSampler(len(data.train_y), cfg.train.seed)
     maker = BatchMaker(data.train_x, data.train_y, cfg.data.augment, cfg.train.seed)
     test_idx = eval_subset(len(data.test_y), cfg.train.eval_samples)
