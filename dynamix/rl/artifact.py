@@ -18,7 +18,7 @@ from typing import Any
 
 from stable_baselines3 import PPO
 
-from dynamix import paths
+from dynamix import io, paths
 from dynamix.config import Config
 from dynamix.errors import InputFileError
 from dynamix.policies.base import Bounds
@@ -54,10 +54,8 @@ def sha256(path: Path) -> str:
 def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict[str, Any]) -> Path:
     """Write the zip, then the JSON (with the zip's sha256) next to it; returns the zip path."""
     zip_path, json_path = artifact_paths(path)
-    zip_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = zip_path.with_name(zip_path.stem + ".tmp.zip")
-    model.save(tmp)
-    os.replace(tmp, zip_path)
+    with io.atomic_open(zip_path, "wb") as fh:
+        model.save(fh)
     spec = SPECS[cfg.rl.state]
     meta = {
         "format": FORMAT,
@@ -76,9 +74,7 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
         "zip": zip_path.name,
         "zip_sha256": sha256(zip_path),
     }
-    tmp_json = json_path.with_name(json_path.name + ".tmp")
-    tmp_json.write_text(json.dumps(meta, indent=2, default=list) + "\n")
-    os.replace(tmp_json, json_path)
+    io.write_text(json_path, json.dumps(meta, indent=2, default=list) + "\n")
     return zip_path
 
 

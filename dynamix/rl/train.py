@@ -36,7 +36,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm.auto import tqdm
 
-from dynamix import config, paths
+from dynamix import config, io, paths
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.rl.algos import ALGOS, make_algo, quiet_logger
@@ -236,11 +236,9 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         reset_timesteps = True
 
     def save_checkpoint(episode: int) -> None:
-        model.save(run_dir / "checkpoint.tmp.zip")
-        os.replace(run_dir / "checkpoint.tmp.zip", ckpt_zip)
-        tmp = ckpt_json.with_name("checkpoint.json.tmp")
-        tmp.write_text(json.dumps({**expect, "timesteps": model.num_timesteps, "episode": episode}) + "\n")
-        os.replace(tmp, ckpt_json)
+        with io.atomic_open(ckpt_zip, "wb") as fh:
+            model.save(fh)
+        io.write_text(ckpt_json, json.dumps({**expect, "timesteps": model.num_timesteps, "episode": episode}) + "\n")
 
     remaining = total - (0 if reset_timesteps else model.num_timesteps)
     if remaining > 0:
