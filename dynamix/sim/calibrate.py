@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dynamix import paths
+from dynamix import io, paths
 from dynamix.config import ConfigError, OptimConfig
 from dynamix.data import BatchMaker
 from dynamix.models import build_model, gradient_bytes
@@ -162,11 +162,7 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
     log.info("calibrated %s (width %g, %s, %d threads): a = %.3f ms, c = %.4f ms/sample, R^2 = %.4f",
              model_name, width, dev, threads, a, c, r2)
     if write:
-        path = calibration_path(model_name, width)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(asdict(cal), indent=2) + "\n")
-        tmp.replace(path)
+        io.write_text(calibration_path(model_name, width), json.dumps(asdict(cal), indent=2) + "\n")
     return cal
 
 
