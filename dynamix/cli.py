@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("dynamix.commands.simulate", "train on a virtual cluster: real learning, modelled time"),
     "validate-sim": ("dynamix.commands.validate_sim", "simulator vs engine: predicted and measured iteration times"),
     "run": ("dynamix.commands.run", "run one experiment (a notebook's computation) and draw its figures"),
+    "pipeline": ("dynamix.commands.pipeline", "every notebook in order for one profile, into its own results root"),
     "arbitrator": ("dynamix.commands.arbitrator", "serve batch-size decisions to distributed workers over gRPC"),
     "launch": ("dynamix.commands.launch", "train on torch.distributed workers (torchrun): ring or parameter server"),
     "train-policy": ("dynamix.commands.train_policy", "train the DYNAMIX PPO agent on randomised virtual clusters"),

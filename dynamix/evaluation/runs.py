@@ -34,6 +34,7 @@ def run_summary(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
     - ``final_accuracy``: the last test accuracy evaluated (fraction in [0, 1]);
     - ``total_time_s``: the run's (virtual) duration;
+    - ``iterations``, ``epochs``: the optimiser steps taken and the epochs of the training set seen;
     - ``throughput_samples_per_s``: samples processed over the whole run / total_time_s, where a
       window contributes global_batch x (iterations in that window).
     """
@@ -46,6 +47,8 @@ def run_summary(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         row = {"run_id": rid, **{k: w[k].iloc[0] for k in keys}, "seed": int(w["seed"].iloc[0])}
         row["final_accuracy"] = float(acc.iloc[-1]) if len(acc) else math.nan
         row["total_time_s"] = total_s
+        row["iterations"] = int(w["iteration"].iloc[-1])
+        row["epochs"] = float(w["epoch"].iloc[-1])
         row["throughput_samples_per_s"] = float((w["global_batch"] * iters).sum()) / total_s if total_s > 0 else math.nan
         rows.append(row)
     return pd.DataFrame(rows)

@@ -2,8 +2,11 @@
 ``experiments.baselines.batch_sizes`` (32..512) on one simulated cluster, ``experiments.seeds`` seeds.
 
 Outputs (``out_dir``): ``runs.csv`` (per window and rank), ``summary.csv`` (one row per run:
-``policy, batch_size, seed, final_accuracy, total_time_s, throughput_samples_per_s``), ``summary.json``
-(IQM over seeds with bootstrap intervals per batch size), ``manifest.json``.
+``policy, batch_size, seed, final_accuracy, total_time_s, throughput_samples_per_s, iterations, epochs,
+target_accuracy, time_to_target_s``, the target as in :mod:`dynamix.evaluation.targets`),
+``summary.json`` (IQM over seeds with bootstrap intervals per batch size; ``best_batch_size``, the most
+accurate, and ``fastest_batch_size``, the one with the shortest time to target: the global batch a
+practitioner would tune a heuristic to, :func:`dynamix.experiments.shared.resolve_policy`), ``manifest.json``.
 
 Figures: test accuracy against virtual training time per batch size; cluster throughput
 (sum over workers of b_i / T_iter, in samples/s, averaged over windows) against batch size.
@@ -21,6 +24,7 @@ from dynamix.config import Config
 from dynamix.evaluation import stats
 from dynamix.evaluation.runs import curves, run_summary
 from dynamix.evaluation.runner import SimTask, run_simulations
+from dynamix.evaluation.targets import censored_time, set_targets
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import read_manifest, write_manifest
 
@@ -39,20 +43,28 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         for b in e.batch_sizes
         for seed in shared.seeds(cfg)
     ]
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="static sweep")
-    per_run = run_summary(runs, ["policy", "batch_size"])
-    agg = stats.aggregate_cfg(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s"], cfg)
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="static sweep", cache=shared.run_cache(out))
+    per_run = run_summary(runs, ["cluster", "policy", "batch_size"])
+    per_run = set_targets(per_run, runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)
+    per_run["time_to_target_censored_s"] = censored_time(per_run)
+    agg = stats.aggregate_cfg(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s",
+                                                                 "time_to_target_censored_s"], cfg)
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     best = agg.loc[agg["final_accuracy"].idxmax()]
+    fastest = agg.loc[agg["time_to_target_censored_s"].idxmin()]
     summary = {
         "cluster": spec.name,
+        "n_workers": spec.n_workers,
         "n_runs": len(tasks),
         "best_batch_size": int(best["batch_size"]),
         "best_final_accuracy": float(best["final_accuracy"]),
+        "fastest_batch_size": int(fastest["batch_size"]),
+        "target_accuracy": float(per_run["target_accuracy"].iloc[0]),
         "by_batch_size": {str(int(r.batch_size)): {
             "final_accuracy": r.final_accuracy, "final_accuracy_ci": [r.final_accuracy_lo, r.final_accuracy_hi],
             "total_time_s": r.total_time_s, "throughput_samples_per_s": r.throughput_samples_per_s,
+            "time_to_target_censored_s": r.time_to_target_censored_s,
         } for r in agg.itertuples()},
     }  # fmt: skip
     io.write_json(out / "summary.json", summary)

@@ -6,7 +6,8 @@ For each held-out cluster (``experiments.inference.clusters``), each optimiser w
 policy_training stage (``<results>/policies/<name>.zip``). ``policies`` holds the whole static sweep
 of the baselines (``static:B`` for every B in ``experiments.baselines.batch_sizes``: the claims compare
 with its median, :func:`check_static_sweep`) and the teacher rule of the agent's warm start,
-``lbbsp:batch=512``, wherever LB-BSP is.
+``lbbsp:batch=512``, wherever LB-BSP is; ``lbbsp:tuned`` is LB-BSP at the global batch the baselines'
+static sweep found fastest (:func:`~dynamix.experiments.shared.resolve_policy`).
 
 Time to target and the run budget follow :mod:`dynamix.evaluation` (one definition for the
 project): per cluster and workload, target = ``rl.target_fraction`` x the best policy's mean final
@@ -70,13 +71,13 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     pdir = shared.policy_dir(out)
     specs = [cluster.load(c) for c in e.clusters]
     groups = [(spec, workload(cfg, opt), opt) for spec in specs for opt in e.optimizers]
-    run_cfgs = shared.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups])
+    run_cfgs = shared.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups], out)
     tasks = [
         SimTask(spec, run_cfg, shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name),
-                seed, (("optimizer", opt),))
+                seed, (("optimizer", opt),), label=p if p == shared.TUNED_LBBSP else "")
         for (spec, _, opt), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
     ]  # fmt: skip
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="inference")
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="inference", cache=shared.run_cache(out))
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
@@ -88,6 +89,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     ) if "dynamix" in set(per_run["policy"]) else pd.DataFrame()  # fmt: skip
     summary = {
         "policies": list(dict.fromkeys(per_run["policy"])),
+        "resolved": {p: shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name) for p in e.policies
+                     if p == shared.TUNED_LBBSP},
         "n_runs": len(tasks),
         "by_policy": agg.to_dict(orient="records"),
         "dynamix_vs_baselines": ratios.to_dict(orient="records"),

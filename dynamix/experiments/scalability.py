@@ -4,7 +4,10 @@ The worker mix of ``experiments.scalability.cluster`` is repeated to each size i
 (:func:`scaled`), so a 32-worker cluster has the same proportions of fast and slow workers as the
 4-worker one. Every policy in ``policies`` trains the experiments' workload under the same budget at
 each size (``rl.eval_budget``: the static ``batch.initial`` run's time for ``experiments.epochs`` on that
-size, or those epochs; a larger cluster takes fewer, larger iterations). Time to target as in
+size, or those epochs; a larger cluster takes fewer, larger iterations). With
+``experiments.scalability.iterations`` set, the budget is that run's time for that many iterations
+instead, so every size trains long enough for a time to target to mean something (an epoch budget
+leaves a 32-worker cluster a handful of iterations). Time to target as in
 :mod:`dynamix.evaluation.targets`, with the target set per cluster size.
 
 Outputs: ``runs.csv``, ``summary.csv`` (n_workers, policy, seed, time to target, final accuracy,
@@ -35,7 +38,7 @@ log = logging.getLogger(__name__)
 
 NAME = "scalability"
 KEYS = ["cluster", "n_workers", "policy"]
-VALUES = ["time_to_target_s", "final_accuracy", "throughput_samples_per_s", "total_time_s"]
+VALUES = ["time_to_target_s", "final_accuracy", "throughput_samples_per_s", "total_time_s", "iterations"]
 
 
 def scaled(spec: ClusterSpec, n: int) -> ClusterSpec:
@@ -57,15 +60,15 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         path = out / "clusters" / f"{spec.name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(cluster.to_yaml_dict(spec), sort_keys=False))
-    sim_cfg = shared.sim_config(cfg)
-    run_cfgs = shared.budgeted(cfg, [(spec, sim_cfg) for spec in specs])
+    sim_cfg = shared.sim_config(cfg, **({"train": {"max_iters": e.iterations}} if e.iterations else {}))
+    run_cfgs = shared.budgeted(cfg, [(spec, sim_cfg) for spec in specs], out)
     pdir = shared.policy_dir(out)
     tasks = [
         SimTask(spec, run_cfg, shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name), seed,
                 (("n_workers", spec.n_workers),))
         for spec, run_cfg in zip(specs, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
     ]  # fmt: skip
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="scalability")
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="scalability", cache=shared.run_cache(out))
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["n_workers"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")

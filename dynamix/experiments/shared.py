@@ -17,6 +17,7 @@ Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, write
 from __future__ import annotations
 
 from dataclasses import dataclass
+import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -57,11 +58,20 @@ def seeds(cfg: Config) -> list[int]:
     return [cfg.train.seed + i for i in range(cfg.experiments.seeds)]
 
 
-def budgeted(cfg: Config, groups: list[tuple[ClusterSpec, Config]]) -> list[Config]:
+def run_cache(out_dir: str | Path) -> Path:
+    """Where the experiments keep every finished run (:mod:`dynamix.evaluation.cache`):
+    ``cache/runs/`` in the results root, outside every stage's outputs, so an interrupted ``dvc repro``
+    redoes only the runs that were in flight, and a rerun with unchanged settings simulates nothing."""
+    return Path(out_dir).parent / "cache" / "runs"
+
+
+def budgeted(cfg: Config, groups: list[tuple[ClusterSpec, Config]], out_dir: str | Path) -> list[Config]:
     """Each group's run config under ``rl.eval_budget`` (:func:`dynamix.evaluation.runner.budgets`):
     unchanged for ``epochs``; for ``time``, capped at the virtual time the group's reference run needs
-    for its epoch budget on that cluster. The reference runs go in parallel (``experiments.jobs``)."""
-    return [run_cfg for run_cfg, _ in budgets(groups, cfg.rl.eval_budget, cfg.experiments.jobs)]
+    for its epoch budget on that cluster. The reference runs go in parallel (``experiments.jobs``) and
+    into :func:`run_cache`."""
+    return [run_cfg for run_cfg, _ in budgets(groups, cfg.rl.eval_budget, cfg.experiments.jobs,
+                                              cache=run_cache(out_dir))]
 
 
 def policy_dir(out_dir: str | Path) -> Path:
@@ -69,9 +79,27 @@ def policy_dir(out_dir: str | Path) -> Path:
     return Path(out_dir).parent / "policies"
 
 
+TUNED_LBBSP = "lbbsp:tuned"
+"""LB-BSP at the global batch the baselines' sweep found fastest (:func:`resolve_policy`)."""
+
+
 def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:
-    """``dynamix`` (the trained policy of the policy_training stage) -> ``dynamix:<dir>/<name>.zip``."""
-    return f"dynamix:{Path(policy_dir) / (name + '.zip')}" if spec == "dynamix" else spec
+    """A policy name of the experiments -> its policy spec:
+
+    - ``dynamix`` (the trained policy of the policy_training stage) -> ``dynamix:<dir>/<name>.zip``;
+    - ``lbbsp:tuned`` -> ``lbbsp:batch=G``, G the global batch of the static sweep's fastest batch size
+      (``fastest_batch_size`` x workers in ``<results>/baselines/summary.json``, beside ``policy_dir``):
+      the heuristic tuned as a practitioner would, on the baselines' cluster, never on a held-out one.
+    """
+    if spec == "dynamix":
+        return f"dynamix:{Path(policy_dir) / (name + '.zip')}"
+    if spec == TUNED_LBBSP:
+        path = Path(policy_dir).parent / "baselines" / "summary.json"
+        if not path.is_file():
+            raise ConfigError(f"policy {TUNED_LBBSP!r} needs the baselines stage's {path}: run the baselines first")
+        summary = json.loads(path.read_text())
+        return f"lbbsp:batch={int(summary['fastest_batch_size']) * int(summary['n_workers'])}"
+    return spec
 
 
 @dataclass(frozen=True)

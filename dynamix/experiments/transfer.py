@@ -86,7 +86,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     spec = cluster.load(e.cluster)
     tasks, pairs, budgets = [], [], {}
     parsed = [parse_pair(text) for text in e.pairs]
-    run_cfgs = shared.budgeted(cfg, [(spec, workload_config(cfg, dst)) for _, dst in parsed])
+    run_cfgs = shared.budgeted(cfg, [(spec, workload_config(cfg, dst)) for _, dst in parsed], out)
     for text, (src, dst), wcfg in zip(e.pairs, parsed, run_cfgs):
         pairs.append(text)
         policies = {
@@ -100,7 +100,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
             SimTask(spec, wcfg, p, seed, (("pair", f"{src}->{dst}"),), label=label)
             for label, p in policies.items() for seed in shared.seeds(cfg)
         ]  # fmt: skip
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="transfer")
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="transfer", cache=shared.run_cache(out))
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["pair"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")

@@ -40,7 +40,7 @@ from dynamix.seeding import derive_seed, seed_everything
 from dynamix.sim.calibrate import load_calibration
 from dynamix.train.core import Trainer
 from dynamix.train.device import compute_settings
-from dynamix.train.loop import eval_subset, total_iterations
+from dynamix.train.loop import budget_progress, eval_subset, total_iterations
 
 
 def calibrated_cost(cfg: Config) -> CostModel:
@@ -150,7 +150,8 @@ class VirtualCluster:
                 sums["loss"][i] += s.loss
                 sums["correct"][i] += s.correct
             del grads, agg
-            lr = self.trainer.apply(big_b, lr_scale)
+            progress = budget_progress(self.cfg.train, self.trainer.iteration, self.sampler.epochs_done, self.elapsed_s)
+            lr = self.trainer.apply(big_b, lr_scale, progress)
             # virtual time: this iteration's speeds and bandwidths, then the cost model
             speed_f, bw_f = self.dynamics.factors(self.trainer.iteration - 1, self.elapsed_s)
             speeds = self._speeds * speed_f

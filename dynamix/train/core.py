@@ -174,10 +174,11 @@ class Trainer:
         self.unscale_()
         return stats, grads
 
-    def apply(self, global_batch: int, lr_scale: float = 1.0) -> float:
-        """Set this iteration's learning rate, take one optimiser step; returns the lr used. Under fp16
+    def apply(self, global_batch: int, lr_scale: float = 1.0, progress: float | None = None) -> float:
+        """Set this iteration's learning rate, take one optimiser step; returns the lr used. ``progress``:
+        the fraction of the run's budget spent (:func:`~dynamix.train.optim.learning_rate`). Under fp16
         a non-finite gradient skips the step (the iteration still counts) and halves the loss scale."""
-        self.lr = learning_rate(self.cfg, self.iteration, self.total_iters, global_batch, lr_scale)
+        self.lr = learning_rate(self.cfg, self.iteration, self.total_iters, global_batch, lr_scale, progress)
         for group in self.opt.param_groups:
             group["lr"] = self.lr
         if self.scaler is None:

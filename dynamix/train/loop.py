@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from dynamix.config import Config
+from dynamix.config import Config, TrainConfig
 from dynamix.csvlog import append_rows, truncate_rows
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.models import build_model
@@ -44,6 +44,16 @@ def total_iterations(cfg: Config, n_train: int, batch: int) -> int:
     if cfg.train.max_iters:
         return cfg.train.max_iters
     return max(1, math.ceil(cfg.train.epochs * n_train / batch))
+
+
+def budget_progress(train: TrainConfig, iteration: int, epochs_done: float, elapsed_s: float = 0.0) -> float:
+    """The fraction of a run's budget spent, in [0, 1]: the largest of virtual time / ``max_time_s``
+    (when set) and iterations / ``max_iters`` (when set, else epochs / ``epochs``), the budgets that end
+    a run (:attr:`dynamix.sim.cluster.VirtualCluster.done`)."""
+    parts = [iteration / train.max_iters if train.max_iters else epochs_done / max(train.epochs, 1e-12)]
+    if train.max_time_s:
+        parts.append(elapsed_s / train.max_time_s)
+    return min(1.0, max(parts))
 
 
 def eval_subset(n_test: int, samples: int) -> torch.Tensor:

@@ -5,12 +5,17 @@ The learning rate at iteration t for global batch B is
     lr(t, B) = lr0 * warmup(t) * schedule(t) * scaling(B) * lr_scale
 
 - warmup(t) = min(1, (t+1)/warmup_iters) (linear warm-up, Goyal et al. 2017; 1 when warmup_iters=0);
-- schedule: constant 1; cosine 0.5 (1 + cos(pi t / T)) over the run's T iterations; step 0.1^(t // s);
+- schedule: constant 1; cosine 0.5 (1 + cos(pi p)) (Loshchilov & Hutter 2017), p the fraction of the
+  run done; step 0.1^(t // s);
 - scaling(B): 1 (none), B / base_batch (linear rule, Goyal et al. 2017) or sqrt(B / base_batch);
 - lr_scale: a policy's per-window factor (e.g. AdaScale's gain r, Johnson et al. 2020).
 
 Because batch sizes change at run time, the rule is evaluated every iteration rather than baked
-into a torch scheduler.
+into a torch scheduler. For the same reason p is the fraction of the run's *budget* spent where the
+caller knows it (the simulator: virtual time, samples or iterations, whichever ends the run first,
+:func:`dynamix.train.loop.budget_progress`), so a policy that takes larger batches, and so fewer
+iterations, still decays to zero at the end of its budget; otherwise p = t / T over the T iterations
+the run would take at its initial batch.
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ def build_optimizer(params, cfg: OptimConfig) -> torch.optim.Optimizer:
 
 
 def learning_rate(cfg: OptimConfig, iteration: int, total_iters: int, global_batch: int,
-                  lr_scale: float = 1.0) -> float:
-    """lr(t, B) as in the module docstring."""
+                  lr_scale: float = 1.0, progress: float | None = None) -> float:
+    """lr(t, B) as in the module docstring; ``progress`` is p (None: iteration / total_iters)."""
     warm = min(1.0, (iteration + 1) / cfg.warmup_iters) if cfg.warmup_iters else 1.0
+    if progress is None:
+        progress = iteration / max(total_iters, 1)
     if cfg.schedule == "cosine":
-        sched = 0.5 * (1.0 + math.cos(math.pi * min(iteration, total_iters) / max(total_iters, 1)))
+        sched = 0.5 * (1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
     elif cfg.schedule == "step":
         sched = 0.1 ** (iteration // cfg.step_every_iters)
     else:

@@ -1,0 +1,133 @@
+"""The whole pipeline of one profile into its own results root, outside DVC, and its published files.
+
+``dvc repro`` runs the pipeline of the profile in ``params.yaml`` into ``results/`` (the quick default
+profile, tracked by ``dvc.lock``). Another profile, such as the converged ``cpu`` profile, runs the
+same notebooks in the same order with :func:`run_pipeline`, into a results root of its own, so the
+default profile's tracked results stay as they are:
+
+    dynamix pipeline --profile cpu                      # -> results/profiles/cpu, resumable
+    dynamix pipeline --profile cpu --publish            # then copy the headline files to docs/expected/cpu
+
+Each stage's notebook is executed by papermill with ``profile`` and ``results_dir`` injected and
+``$DYNAMIX_RESULTS`` pointing at the root, so calibration, policies and the run cache
+(:func:`dynamix.experiments.shared.run_cache`) land there too. An interrupted run, started again,
+redoes only the simulations that were in flight: finished runs come back from the run cache and
+policy training resumes from its checkpoints. ``stage_times.csv`` in the root records each stage's
+wall time (``stage, seconds, started_utc``; a rerun replaces the stage's row).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pandas as pd
+
+from dynamix import io, paths
+from dynamix.experiments import notebooks as gen
+
+log = logging.getLogger(__name__)
+
+STAGES = tuple(spec.experiment for spec in gen.NOTEBOOKS)
+"""The stages in pipeline order (one notebook each, as in dvc.yaml)."""
+
+PUBLISHED = {
+    "claims/claims.csv": "claims.csv",
+    "claims/claims.md": "claims.md",
+    "claims/per_cluster.csv": "per_cluster.csv",
+    "scalability/summary.csv": "scalability_summary.csv",
+    "baselines/summary.csv": "baselines_summary.csv",
+    "inference/summary.csv": "inference_summary.csv",
+    "transfer/summary.csv": "transfer_summary.csv",
+    "stage_times.csv": "stage_times.csv",
+}
+"""Results-root file -> its name in ``docs/expected/<profile>/`` (:func:`publish`)."""
+
+
+def default_root(profile: str) -> Path:
+    """Where a profile's pipeline writes: ``results/`` for the DVC-tracked default, else ``results/profiles/<profile>``."""
+    return paths.RESULTS if profile == "default" else paths.RESULTS / "profiles" / profile
+
+
+@contextlib.contextmanager
+def _results_env(root: Path) -> Iterator[None]:
+    old = os.environ.get("DYNAMIX_RESULTS")
+    os.environ["DYNAMIX_RESULTS"] = str(root)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("DYNAMIX_RESULTS", None)
+        else:
+            os.environ["DYNAMIX_RESULTS"] = old
+
+
+def check_stages(stages: Sequence[str]) -> list[str]:
+    """``stages`` in pipeline order; a ValueError naming the allowed ones for an unknown stage."""
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise ValueError(f"stage {unknown[0]!r} is unknown: must be one of {', '.join(STAGES)}")
+    return [s for s in STAGES if s in set(stages)]
+
+
+def record_time(root: Path, stage: str, seconds: float, started: str) -> pd.DataFrame:
+    """Replace ``stage``'s row of ``root/stage_times.csv`` (pipeline order) and return the table."""
+    path = root / "stage_times.csv"
+    old = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["stage", "seconds", "started_utc"])
+    rows = old[old["stage"] != stage].to_dict("records") + [{"stage": stage, "seconds": round(seconds, 1),
+                                                             "started_utc": started}]
+    table = pd.DataFrame(rows).sort_values("stage", key=lambda s: s.map(STAGES.index))
+    io.write_csv(table, path)
+    return table
+
+
+def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[str] | None = None,
+                 cwd: Path = paths.ROOT, log_output: bool = False) -> Path:
+    """Execute the notebooks of ``stages`` (default: all) in order with ``profile`` into ``root``
+    (default :func:`default_root`); returns the root. Executed notebooks go to ``root/notebooks``."""
+    import papermill
+
+    root = Path(root) if root is not None else default_root(profile)
+    todo = check_stages(stages) if stages else list(STAGES)
+    root.mkdir(parents=True, exist_ok=True)
+    with _results_env(root):
+        for spec in gen.NOTEBOOKS:
+            if spec.experiment not in todo:
+                continue
+            out = root / "notebooks" / f"{spec.stem}.ipynb"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            log.info("pipeline %s: stage %s", profile, spec.experiment)
+            t0 = time.perf_counter()
+            papermill.execute_notebook(
+                str(gen.path(spec)), str(out), parameters={"profile": profile, "results_dir": str(root)},
+                kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=log_output,
+            )  # fmt: skip
+            record_time(root, spec.experiment, time.perf_counter() - t0, started)
+    return root
+
+
+def publish(profile: str, root: str | Path | None = None, dest: str | Path | None = None) -> list[Path]:
+    """Copy a finished pipeline's headline files (:data:`PUBLISHED`) and figures (PNG) to
+    ``docs/expected/<profile>/`` (or ``dest``), with ``PROFILE`` holding the profile's name."""
+    root = Path(root) if root is not None else default_root(profile)
+    dest = Path(dest) if dest is not None else paths.ROOT / "docs" / "expected" / profile
+    missing = [src for src in PUBLISHED if not (root / src).exists()]
+    if missing:
+        raise FileNotFoundError(f"{root} lacks {', '.join(missing)}: run the whole pipeline first "
+                                f"(dynamix pipeline --profile {profile})")
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for src, name in PUBLISHED.items():
+        written.append(Path(shutil.copyfile(root / src, dest / name)))
+    for png in sorted((root / "figures").glob("*/*.png")):
+        written.append(Path(shutil.copyfile(png, dest / f"{png.parent.name}_{png.name}")))
+    io.write_text(dest / "PROFILE", profile + "\n")
+    written.append(dest / "PROFILE")
+    return written
