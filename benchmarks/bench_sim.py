@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_sim.py [--models tiny-cnn resnet8] [--workers 32] [--batch 32]
                                              [--iters 1] [--rounds 7] [--threads 1] [--device cpu]
+    .venv/bin/python benchmarks/bench_sim.py --profile cpu --workers 4 --batch 64   # a profile's model and layout
 
 For each model, all sides run the same global batches (same seed: same sampler order, same
 augmentation draws) on the same model from the same initial weights, on ``--device``:
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import statistics
 import time
 
@@ -41,21 +43,25 @@ from dynamix.train.device import compute_settings, synchronize
 
 
 def bench_model(model: str, args: argparse.Namespace, data) -> dict:
-    cfg = config.load(overrides={"model": {"name": model}, "batch": {"window": args.iters},
-                                 "train": {"max_iters": 10**6, "eval_every": 10**6, "device": args.device}})
+    """``model`` is NAME or NAME@WIDTH; the layout (``train.channels_last``) is ``--profile``'s."""
+    name, _, width = model.partition("@")
+    cfg = config.load(profile=args.profile, overrides={
+        "model": {"name": name, "width": float(width or 1.0)}, "batch": {"window": args.iters},
+        "train": {"max_iters": 10**6, "eval_every": 10**6, "device": args.device}})
+    model = name
     compute = compute_settings(cfg.train)
     base = clusters.load("clusters/scale-32.yaml")
     spec = clusters.ClusterSpec(base.name, base.seed, base.architecture,
                                 tuple(base.workers[i % base.n_workers] for i in range(args.workers)),
                                 (), base.stragglers, base.jitter)
-    cost = CostModel(1.0, 1.0, gradient_bytes(build_model(model)))  # constants do not affect wall time
+    cost = CostModel(1.0, 1.0, gradient_bytes(build_model(model, cfg.model.width)))  # constants do not affect wall time
     sizes = [args.batch] * args.workers
     big_b = sum(sizes)
     dev = compute["device"]
 
     def fresh() -> tuple[Trainer, GlobalSampler, BatchMaker]:
         seed_everything(0)
-        trainer = Trainer(build_model(model), cfg.optim, 10**6, **compute)
+        trainer = Trainer(build_model(model, cfg.model.width), cfg.optim, 10**6, **compute)
         return trainer, GlobalSampler(len(data.train_y), 0), BatchMaker(data.train_x, data.train_y, cfg.data.augment, 0)
 
     def bare() -> tuple[float, float]:
@@ -119,7 +125,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="train.device: auto | cpu | cuda | cuda:N")
+    ap.add_argument("--profile", default=None, help="params.yaml profile: its model (unless --models) and layout")
     args = ap.parse_args()
+    if args.profile and "--models" not in sys.argv:
+        m = config.load(profile=args.profile).model
+        args.models = [f"{m.name}@{m.width:g}"]
     torch.set_num_threads(args.threads)
     data = load_cifar10(config.load().data)
     results = {}
@@ -127,7 +137,7 @@ def main() -> None:
         results[model] = bench_model(model, args, data)
         print(json.dumps({"model": model, **results[model]}), flush=True)
     print(json.dumps({
-        "benchmark": "sim_vs_bare", "workers": args.workers, "batch_per_worker": args.batch,
+        "benchmark": "sim_vs_bare", "profile": args.profile, "workers": args.workers, "batch_per_worker": args.batch,
         "iters_per_round": args.iters, "rounds": args.rounds, "threads": args.threads, "device": args.device,
         "models": results,
         "sim_vs_bare_samples_per_s": {m: r["sim_vs_bare_samples_per_s"] for m, r in results.items()},

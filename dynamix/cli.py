@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("dynamix.commands.launch", "train on torch.distributed workers (torchrun): ring or parameter server"),
     "train-policy": ("dynamix.commands.train_policy", "train the DYNAMIX PPO agent on randomised virtual clusters"),
     "sample-clusters": ("dynamix.commands.sample_clusters", "write cluster specs drawn from the agent's training distribution"),
+    "sim2real": ("dynamix.commands.sim2real", "the agent, LB-BSP and the static sweep on the real engine beside the simulator"),
     "evaluate": ("dynamix.commands.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
 }
 

@@ -108,8 +108,11 @@ class OptimConfig:
     lr: float = setting(0.05, rng(1e-6, 10.0))
     momentum: float = setting(0.9, rng(0.0, 0.999))
     weight_decay: float = setting(5e-4, rng(0.0, 0.1))
-    schedule: str = setting("constant", one_of("constant", "cosine", "step"))
+    schedule: str = setting("constant", one_of("constant", "cosine", "step", "multistep"))
     step_every_iters: int = setting(1000, rng(1, None))  # for ``step``: decay by 10 every this many iters
+    # For ``multistep``: divide by 10 at each of these fractions of the run's budget (He et al. 2016's
+    # CIFAR schedule: half and three quarters of training).
+    milestones: tuple[float, ...] = setting((0.5, 0.75), rng(0.0, 1.0))
     warmup_iters: int = setting(0, rng(0, None))
     # How the LR follows the global batch B: none; linear (lr * B / base_batch, Goyal et al. 2017);
     # sqrt (lr * sqrt(B / base_batch), Krizhevsky 2014). AdaScale is a policy's lr_scale instead.
@@ -254,6 +257,20 @@ class TransferExperiment:
     timesteps: int = setting(0, rng(0, None))
 
 
+@dataclass(frozen=True)
+class SimToRealExperiment:
+    """The agent's advantage on the real engine beside the simulator's (:mod:`dynamix.evaluation.sim2real`)."""
+
+    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml")  # a held-out spec the engine emulates
+    # The compared policies: the static sweep (the median static), LB-BSP and the agent (``dynamix``: the
+    # policy_training stage's policy).
+    policies: tuple[str, ...] = setting(("dynamix", "static:32", "static:64", "static:128", "static:256",
+                                         "static:512", "lbbsp"))
+    epochs: float = setting(3.0, rng(0.01, 1000.0))  # every run's budget (the engine cannot stop on virtual time)
+    # A run on this machine's quiet cores (dynamix sim2real --publish), read by the claims ("": no row).
+    published: str = setting("docs/expected/sim2real")
+
+
 ABLATION_STEPS = ("paper", "time", "imbalance", "state", "dynamix")
 """The ablation's ladder, one addition per step (:mod:`dynamix.experiments.ablation`)."""
 
@@ -312,6 +329,7 @@ class ExperimentsConfig:
     scalability: ScalabilityExperiment = field(default_factory=ScalabilityExperiment)
     transfer: TransferExperiment = field(default_factory=TransferExperiment)
     ablation: AblationExperiment = field(default_factory=AblationExperiment)
+    sim2real: SimToRealExperiment = field(default_factory=SimToRealExperiment)
 
 
 @dataclass(frozen=True)

@@ -231,3 +231,29 @@ def test_a_partial_static_sweep_is_refused_naming_the_fields():
     expected = r"experiments.inference.policies lacks static:32, static:128.*baselines.batch_sizes"
     with pytest.raises(ValueError, match=expected):
         check_static_sweep(cfg)
+
+
+def test_real_engine_rows_come_from_the_published_sim2real_run(tmp_path):
+    """The real-engine rows read a published table; none when nothing is published."""
+    import json as _json
+
+    from dynamix import config as _config
+    from dynamix.experiments import claims as _claims
+
+    pub = tmp_path / "sim2real"
+    pub.mkdir()
+    pd.DataFrame([
+        {"backend": "engine", "reference": "median static", "estimate": 0.6, "ci_lo": 0.5, "ci_hi": 0.7, "n_seeds": 3},
+        {"backend": "sim", "reference": "median static", "estimate": 0.55, "ci_lo": 0.5, "ci_hi": 0.6, "n_seeds": 3},
+        {"backend": "engine", "reference": "lbbsp", "estimate": 0.95, "ci_lo": 0.8, "ci_hi": 1.1, "n_seeds": 3},
+        {"backend": "sim", "reference": "lbbsp", "estimate": 0.9, "ci_lo": 0.85, "ci_hi": 0.95, "n_seeds": 3},
+    ]).to_csv(pub / "ratios.csv", index=False)
+    (pub / "summary.json").write_text(_json.dumps({"cluster": "hetero-speed-4"}))
+    cfg = _config.load(profile="smoke", overrides={"experiments": {"sim2real": {"published": str(pub)}}})
+    rows = _claims.engine_rows(cfg)
+    assert [r["claim"] for r in rows] == ["(real engine) DYNAMIX vs median static, wall-clock time to target",
+                                          "(real engine) DYNAMIX vs lbbsp, wall-clock time to target"]
+    assert [_claims.row_verdict(r) for r in rows] == ["holds", "tie"]
+    assert "simulator 0.55 [0.50, 0.60]" in rows[0]["where"]
+    none = _config.load(profile="smoke", overrides={"experiments": {"sim2real": {"published": ""}}})
+    assert _claims.engine_rows(none) == []

@@ -82,7 +82,7 @@ def test_unreachable_target_leaves_time_empty_and_cache_reuses_runs(setup, tmp_p
     _, first = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False, cost=cost)
     assert first["time_to_target_s"].isna().all()
     assert pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)["time_to_target_s"].tolist() == [""]
-    cached = sorted((tmp_path / "cache").rglob("*.csv"))
+    cached = sorted((tmp_path / "cache").rglob("*.csv.gz"))
     assert len(cached) == 2  # the time budget's reference run (epoch budget) and the time-budgeted run
     stamps = [p.stat().st_mtime_ns for p in cached]
     _, again = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False, cost=cost)
@@ -92,7 +92,7 @@ def test_unreachable_target_leaves_time_empty_and_cache_reuses_runs(setup, tmp_p
     slower = dataclasses.replace(cost, c_ms_per_sample=2 * cost.c_ms_per_sample)
     _, recal = evaluate([spec], ["static:16"], cfg, seeds=1, out_dir=tmp_path, target_accuracy=1.0, progress=False,
                         cost=slower)
-    assert len(list((tmp_path / "cache").rglob("*.csv"))) == 4
+    assert len(list((tmp_path / "cache").rglob("*.csv.gz"))) == 4
     assert recal["total_time_s"].iloc[0] > first["total_time_s"].iloc[0]
 
 
@@ -238,3 +238,34 @@ def test_paired_values_line_up_by_seed():
     cfg = config.load(profile="smoke", overrides={"experiments": {"aggregate": "mean"}})
     est = stats.estimate([0.5, float("inf"), float("nan"), 1.5], cfg)  # only finite values count
     assert est["estimate"] == pytest.approx(1.0) and est["n_seeds"] == 2 and est["ci_lo"] <= 1.0 <= est["ci_hi"]
+
+
+def test_late_gain_is_the_smoothed_gain_over_the_last_fifth():
+    from dynamix.evaluation.runs import late_gain_pts
+
+    acc = [0.30 + 0.02 * w for w in range(16)] + [0.62] * 4  # climbs for 16 windows, then flat
+    run = pd.DataFrame({"window": range(20), "iteration": [10 * (w + 1) for w in range(20)], "test_acc": acc})
+    # last fifth: after iteration 160 (window 15); the 3 tests up to it average 0.58, the last 3 0.62
+    assert late_gain_pts(run) == pytest.approx(4.0)
+    flat = run.assign(test_acc=0.62)
+    assert late_gain_pts(flat) == pytest.approx(0.0)
+    assert math.isnan(late_gain_pts(run.head(5)))  # too few tests to tell
+
+
+def test_sim2real_ratios_are_per_backend_and_paired_by_seed():
+    from dynamix.evaluation.sim2real import ratios
+
+    rows = []
+    for backend, scale in (("engine", 2.0), ("sim", 1.0)):
+        for seed in range(3):
+            for policy, t in (("static:32", 10.0), ("static:64", 8.0), ("static:128", 12.0), ("lbbsp", 6.0),
+                              ("dynamix", 4.0 + seed)):
+                rows.append({"backend": backend, "policy": policy, "seed": seed, "time_to_target_s": scale * t,
+                             "total_time_s": 100.0})
+    table = ratios(pd.DataFrame(rows), "dynamix", "mean", n_boot=200)
+    got = table.set_index(["backend", "reference"])["estimate"]
+    # per seed: dynamix / median(10, 8, 12) = (4, 5, 6) / 10; / lbbsp = (4, 5, 6) / 6; the scale cancels
+    assert got[("engine", "median static")] == pytest.approx(0.5) and got[("sim", "median static")] == pytest.approx(0.5)
+    assert got[("engine", "lbbsp")] == pytest.approx(5 / 6)
+    assert set(table["reference"]) == {"median static", "lbbsp"} and (table["n_seeds"] == 3).all()
+    assert (table["ci_lo"] <= table["estimate"]).all() and (table["estimate"] <= table["ci_hi"]).all()

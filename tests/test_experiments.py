@@ -36,6 +36,10 @@ def test_baselines_run_writes_tidy_files_and_is_deterministic(tmp_path):
     iters = runs.groupby("policy")["iteration"].max()
     assert iters["static:32"] > iters["static:128"]
     assert json.loads((out / "summary.json").read_text())["best_batch_size"] == summary["best_batch_size"]
+    # the fastest static (what lbbsp:tuned is set to) is the one with the shortest time to target
+    assert per_run["target_accuracy"].nunique() == 1 and "time_to_target_s" in per_run
+    fastest = per_run.groupby("batch_size")["time_to_target_censored_s"].mean().idxmin()
+    assert summary["fastest_batch_size"] == fastest and summary["n_workers"] == 4
     manifest = read_manifest(out)
     assert manifest["config_hash"] == cfg.hash() and manifest["experiment"] == "baselines"
     figs = baselines.figures(out, tmp_path / "a" / "figures" / "baselines")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dynamix import config, io, paths
+from dynamix.config import ConfigError
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import write_manifest
 from dynamix.experiments.shared import Workload, parse_pair
@@ -82,10 +83,25 @@ def _experiment_imports(source: str) -> set[str]:
 
 
 def test_no_experiment_module_imports_another():
-    """Experiments share through shared.py and manifest.py only, so each one reads on its own."""
+    """Experiments share through shared.py and manifest.py only, so each one reads on its own (the
+    pipeline runs their notebooks, listed by the notebook generator, and imports no experiment)."""
     folder = paths.ROOT / "dynamix" / "experiments"
-    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "shared", "manifest"}
+    assert _experiment_imports((folder / "pipeline.py").read_text()) <= {"notebooks"}
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "shared", "manifest", "pipeline"}
     assert {"baselines", "inference", "transfer"} <= modules
     for name in modules:
         assert _experiment_imports((folder / f"{name}.py").read_text()) <= {"shared", "manifest"}, name
     assert _experiment_imports("from dynamix.experiments.inference import workload") == {"inference"}  # control
+
+
+def test_tuned_lbbsp_takes_the_baselines_fastest_global_batch(tmp_path):
+    from dynamix.experiments.shared import TUNED_LBBSP, resolve_policy
+
+    pdir = tmp_path / "policies"
+    with pytest.raises(ConfigError, match="baselines"):  # never a guess: the sweep must have run
+        resolve_policy(TUNED_LBBSP, pdir, "dynamix")
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "summary.json").write_text(json.dumps({"fastest_batch_size": 128, "n_workers": 4}))
+    assert resolve_policy(TUNED_LBBSP, pdir, "dynamix") == "lbbsp:batch=512"
+    assert resolve_policy("dynamix", pdir, "p") == f"dynamix:{pdir / 'p.zip'}"
+    assert resolve_policy("lbbsp", pdir, "p") == "lbbsp"

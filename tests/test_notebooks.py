@@ -106,16 +106,48 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture(scope="module")
 def smoke_pipeline(tmp_path_factory) -> Path:
     """The whole chain, as ``dvc repro`` runs it (every notebook in order, from the repo root), with
-    the smoke profile into a temporary results root: ``results_dir`` and ``$DYNAMIX_RESULTS`` (which
-    the kernels inherit: calibration and policies go there too) point at it."""
+    the smoke profile into a temporary results root (:func:`dynamix.experiments.pipeline.run_pipeline`,
+    which points ``$DYNAMIX_RESULTS`` at it: calibration and policies go there too)."""
+    from dynamix.experiments.pipeline import run_pipeline
+
     results = tmp_path_factory.mktemp("smoke") / "results"
     repo_results = _tree(paths.RESULTS)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DYNAMIX_RESULTS", str(results))
-        for spec in gen.NOTEBOOKS:
-            _execute(f"{spec.stem}.ipynb", results, paths.ROOT)
+    run_pipeline("smoke", results)
     assert _tree(paths.RESULTS) == repo_results, "the smoke pipeline wrote into the repository's results/"
     return results
+
+
+def test_pipeline_records_every_stage_time_and_publishes_the_headline_files(smoke_pipeline, tmp_path):
+    from dynamix.experiments.pipeline import PUBLISHED, STAGES, publish
+
+    times = pd.read_csv(smoke_pipeline / "stage_times.csv")
+    assert list(times["stage"]) == list(STAGES) and (times["seconds"] > 0).all()
+    written = publish("smoke", smoke_pipeline, tmp_path / "expected")
+    assert (tmp_path / "expected" / "PROFILE").read_text() == "smoke\n"
+    assert {p.name for p in written} >= set(PUBLISHED.values()) | {"claims_claims.png"}
+    assert (tmp_path / "expected" / "claims.csv").read_text() == (smoke_pipeline / "claims" / "claims.csv").read_text()
+    with pytest.raises(FileNotFoundError, match="claims"):
+        publish("smoke", tmp_path / "empty", tmp_path / "x")
+
+
+def test_smoke_scalability_budget_is_the_reference_runs_iterations_at_every_size(smoke_pipeline):
+    from dynamix import config
+
+    cfg = config.load(profile="smoke")
+    scal = pd.read_csv(smoke_pipeline / "scalability" / "summary.csv")
+    ref = scal[scal["policy"] == f"static:{cfg.batch.initial}"]
+    assert sorted(ref["n_workers"].unique()) == sorted(cfg.experiments.scalability.workers)
+    assert (ref["iterations"] == cfg.experiments.scalability.iterations).all()
+
+
+def test_smoke_inference_runs_lbbsp_tuned_at_the_sweeps_fastest_global_batch(smoke_pipeline):
+    base = json.loads((smoke_pipeline / "baselines" / "summary.json").read_text())
+    inf = json.loads((smoke_pipeline / "inference" / "summary.json").read_text())
+    g = base["fastest_batch_size"] * base["n_workers"]
+    assert inf["resolved"] == {"lbbsp:tuned": f"lbbsp:batch={g}"}
+    runs = pd.read_csv(smoke_pipeline / "inference" / "runs.csv")
+    tuned = runs[(runs["policy"] == "lbbsp:tuned") & (runs["window"] > 0)]
+    assert not tuned.empty and (tuned.groupby(["run_id", "window"])["batch_size"].sum() == g).all()
 
 
 @pytest.mark.parametrize("spec", gen.NOTEBOOKS, ids=lambda s: s.experiment)
@@ -148,6 +180,13 @@ def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smo
     assert sweep <= set(inference["policy"])
     summary = json.loads((smoke_pipeline / "summary.json").read_text())
     assert summary["accuracy_gain_pts"] == pytest.approx(table["estimate"].iloc[0])
+    # per cell: DYNAMIX against the median static and every adaptive policy, each verdict by its rule
+    cells = pd.read_csv(smoke_pipeline / "claims" / "per_cluster.csv")
+    adaptive = {p for p in inference["policy"] if p != "dynamix" and not p.startswith("static:")}
+    assert set(cells["reference"]) == {"median static"} | adaptive
+    for _, row in cells.iterrows():
+        expect = claims.verdict(row["ci_lo"], row["ci_hi"], 1.0, "below", kind="ours")
+        assert row["verdict"] == expect and row["ci_lo"] <= row["estimate"] <= row["ci_hi"]
 
 
 def test_prepare_notebook_from_the_notebooks_dir_matches_the_pipeline(smoke_pipeline, tmp_path, monkeypatch):

@@ -96,6 +96,17 @@ def test_budget_ends_the_run_mid_window(data, cost):
     assert not vc.done and vc.iteration == 0 and vc.elapsed_s == 0
 
 
+@pytest.mark.parametrize("batch", [16, 64])
+def test_cosine_decays_to_zero_at_the_end_of_a_time_budget_whatever_the_batch(data, cost, batch):
+    """Under a time budget a larger batch takes fewer iterations; its schedule still ends at zero."""
+    cfg = cfg_with(optim={"schedule": "cosine", "lr": 0.1}, train={"max_iters": 0, "epochs": 50, "max_time_s": 1.0})
+    vc = VirtualCluster(clusters.homogeneous(2), cfg, data=data, seed=0, cost=cost)
+    lrs = []
+    while not vc.done:
+        lrs.append(vc.run_window([batch, batch])[1].lr)
+    assert lrs[0] > 0.09 and lrs[-1] < 0.01 and lrs == sorted(lrs, reverse=True), lrs
+
+
 def test_events_and_stragglers_move_virtual_time(data, cost):
     quiet = clusters.homogeneous(4)
     event = clusters.Event(kind="slowdown", at_iteration=4, factor=0.25)

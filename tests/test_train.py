@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -53,6 +54,20 @@ def test_learning_rate_rule(kw, t, batch, expected):
     cfg = OptimConfig(lr=0.1, **kw)
     assert learning_rate(cfg, t, 100, batch) == pytest.approx(expected)
     assert learning_rate(cfg, t, 100, batch, lr_scale=2.0) == pytest.approx(2 * expected)
+
+
+def test_cosine_follows_the_budget_progress_when_given():
+    """A run whose batches grow takes fewer iterations than T: the schedule follows the budget spent."""
+    cfg = OptimConfig(lr=0.1, schedule="cosine")
+    assert learning_rate(cfg, 10, 100, 64, progress=0.5) == pytest.approx(0.05)
+    assert learning_rate(cfg, 10, 100, 64, progress=1.0) == pytest.approx(0.0, abs=1e-12)
+    assert learning_rate(cfg, 10, 100, 64, progress=1.7) == pytest.approx(0.0, abs=1e-12)  # clipped to [0, 1]
+    assert learning_rate(cfg, 10, 100, 64) == pytest.approx(0.05 * (1 + math.cos(math.pi * 0.1)))  # t / T
+    assert learning_rate(OptimConfig(lr=0.1), 10, 100, 64, progress=0.9) == pytest.approx(0.1)  # constant
+    multi = OptimConfig(lr=0.1, schedule="multistep", milestones=(0.5, 0.75))
+    assert [learning_rate(multi, 0, 100, 64, progress=p) for p in (0.49, 0.5, 0.74, 0.75, 1.0)] == pytest.approx(
+        [0.1, 0.01, 0.01, 0.001, 0.001])
+    assert learning_rate(multi, 80, 100, 64) == pytest.approx(0.001)  # without progress: t / T
 
 
 def weights(path) -> torch.Tensor:

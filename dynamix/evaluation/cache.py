@@ -4,12 +4,15 @@ A run is keyed by a hash of the config sections a simulated run reads (:data:`SI
 cost model, its run id and, for trained policies, the artifact's sha256: a retrained policy, a new
 calibration or a changed setting never reuses stale rows, while unrelated sections (``rl``,
 ``experiments``, ...) do not matter. Files are written atomically, so several processes may share
-one cache.
+one cache. Each run is a gzip-compressed CSV (deterministic bytes: no time stamp in the header), about
+a sixth of the plain text, so a long profile's finished runs can be kept and carried to another
+sitting (``notebooks/README.md``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -39,7 +42,7 @@ def cache_path(cache: Path, cfg: Config, cost: CostModel, spec: ClusterSpec, pol
                seed: int) -> Path:
     """Where the run (``cfg``, ``cost``, ``spec``, ``policy``, ``seed``) is cached under ``cache``."""
     fingerprint = getattr(policy, "meta", {}).get("zip_sha256", "")[:12]
-    return cache / sim_key(cfg, cost) / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv"
+    return cache / sim_key(cfg, cost) / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv.gz"
 
 
 def cached_run(cache: Path | None, cfg: Config, cost: CostModel, spec: ClusterSpec, policy: BatchSizePolicy,
@@ -52,5 +55,6 @@ def cached_run(cache: Path | None, cfg: Config, cost: CostModel, spec: ClusterSp
     if path.exists():
         return pd.read_csv(path)
     frame = simulate_run()
-    io.write_csv(frame, path)
+    with io.atomic_open(path, "wb") as fh:
+        fh.write(gzip.compress(frame.to_csv(index=False).encode(), mtime=0))
     return frame

@@ -3,10 +3,13 @@
 
 Outputs (``out_dir``): ``runs.csv`` (per window and rank), ``summary.csv`` (one row per run:
 ``policy, batch_size, seed, final_accuracy, total_time_s, throughput_samples_per_s, iterations, epochs,
-target_accuracy, time_to_target_s``, the target as in :mod:`dynamix.evaluation.targets`),
+target_accuracy, time_to_target_s, late_gain_pts``, the target as in :mod:`dynamix.evaluation.targets`,
+the last fifth's gain as in :func:`dynamix.evaluation.runs.late_gain_pts`),
 ``summary.json`` (IQM over seeds with bootstrap intervals per batch size; ``best_batch_size``, the most
 accurate, and ``fastest_batch_size``, the one with the shortest time to target: the global batch a
-practitioner would tune a heuristic to, :func:`dynamix.experiments.shared.resolve_policy`), ``manifest.json``.
+practitioner would tune a heuristic to, :func:`dynamix.experiments.shared.resolve_policy`; ``plateau``:
+whether the most accurate static gains less than :data:`PLATEAU_BAR_PTS` over its last fifth, IQM over
+seeds), ``manifest.json``.
 
 Figures: test accuracy against virtual training time per batch size; cluster throughput
 (sum over workers of b_i / T_iter, in samples/s, averaged over windows) against batch size.
@@ -22,7 +25,7 @@ import pandas as pd
 from dynamix import cluster, io, plots
 from dynamix.config import Config
 from dynamix.evaluation import stats
-from dynamix.evaluation.runs import curves, run_summary
+from dynamix.evaluation.runs import PLATEAU_FRACTION, curves, late_gain_pts, run_summary
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.targets import censored_time, set_targets
 from dynamix.experiments import shared
@@ -31,6 +34,8 @@ from dynamix.experiments.manifest import read_manifest, write_manifest
 log = logging.getLogger(__name__)
 
 NAME = "baselines"
+PLATEAU_BAR_PTS = 0.5
+"""A run has reached its plateau when its last fifth adds less than this many points of test accuracy."""
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:
@@ -45,10 +50,11 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     ]
     runs = run_simulations(tasks, cfg.experiments.jobs, desc="static sweep", cache=shared.run_cache(out))
     per_run = run_summary(runs, ["cluster", "policy", "batch_size"])
+    per_run["late_gain_pts"] = [late_gain_pts(runs[runs["run_id"] == rid]) for rid in per_run["run_id"]]
     per_run = set_targets(per_run, runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)
     per_run["time_to_target_censored_s"] = censored_time(per_run)
     agg = stats.aggregate_cfg(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s",
-                                                                 "time_to_target_censored_s"], cfg)
+                                                                 "time_to_target_censored_s", "late_gain_pts"], cfg)
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     best = agg.loc[agg["final_accuracy"].idxmax()]
@@ -60,6 +66,11 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         "best_batch_size": int(best["batch_size"]),
         "best_final_accuracy": float(best["final_accuracy"]),
         "fastest_batch_size": int(fastest["batch_size"]),
+        # converged? the most accurate static's test-accuracy gain over the last fifth of its run
+        "plateau": {"batch_size": int(best["batch_size"]), "late_gain_pts": float(best["late_gain_pts"]),
+                    "late_gain_pts_ci": [float(best["late_gain_pts_lo"]), float(best["late_gain_pts_hi"])],
+                    "fraction": PLATEAU_FRACTION, "bar_pts": PLATEAU_BAR_PTS,
+                    "holds": bool(best["late_gain_pts"] < PLATEAU_BAR_PTS)},
         "target_accuracy": float(per_run["target_accuracy"].iloc[0]),
         "by_batch_size": {str(int(r.batch_size)): {
             "final_accuracy": r.final_accuracy, "final_accuracy_ci": [r.final_accuracy_lo, r.final_accuracy_hi],

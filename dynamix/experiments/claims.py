@@ -22,6 +22,10 @@ sweep (``static:B`` for every B of ``experiments.baselines.batch_sizes``, all ru
    ``lbbsp:batch=512``, LB-BSP tuned on the baselines' sweep (``lbbsp:tuned``) and GNS, pooled over
    every cell (:func:`pooled_over_cells`), and per cell in ``per_cluster.csv`` (:func:`per_cluster`).
 
+6. Ours, on the real engine: the agent's wall-clock time ratio to the median static and to LB-BSP
+   from a committed quiet-machine run of :mod:`dynamix.evaluation.sim2real`, the simulator's ratio
+   for the same runs beside it (:func:`engine_rows`).
+
 A run that never reaches the target is censored at its total time (its time to target is at least
 that), identically for every policy. Estimates are the IQM (or mean, ``experiments.aggregate``) over
 seeds; intervals are percentile bootstraps that resample seeds within every cell. The verdict of every
@@ -47,7 +51,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from dynamix import io, plots
+from dynamix import io, paths, plots
 from dynamix.config import Config
 from dynamix.evaluation.stats import paired, point_estimate
 from dynamix.evaluation.targets import censored_time
@@ -366,6 +370,33 @@ def ours_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
     return rows
 
 
+def engine_rows(cfg: Config) -> list[dict]:
+    """The agent on the real engine (:mod:`dynamix.evaluation.sim2real`, a committed quiet-machine run
+    under ``experiments.sim2real.published``): its wall-clock time ratio to the median static and to
+    LB-BSP, with the simulator's ratio for the same spec, seeds and policies beside it. None when
+    nothing is published."""
+    folder = cfg.experiments.sim2real.published
+    path = paths.resolve(folder) / "ratios.csv" if folder else None
+    if path is None or not path.exists():
+        return []
+    table = pd.read_csv(path)
+    cluster = json.loads((path.parent / "summary.json").read_text())["cluster"]
+    rows = []
+    for ref in ("median static", "lbbsp"):
+        eng = table[(table["backend"] == "engine") & (table["reference"] == ref)]
+        sim = table[(table["backend"] == "sim") & (table["reference"] == ref)]
+        if eng.empty:
+            continue
+        e, s = eng.iloc[0], sim.iloc[0] if not sim.empty else None
+        beside = f"; simulator {s['estimate']:.2f} [{s['ci_lo']:.2f}, {s['ci_hi']:.2f}]" if s is not None else ""
+        rows.append({"claim": f"(real engine) DYNAMIX vs {ref}, wall-clock time to target", "kind": "ours",
+                     "paper": math.nan, "paper_says": "—", "unit": "time ratio", "estimate": float(e["estimate"]),
+                     "ci_lo": float(e["ci_lo"]), "ci_hi": float(e["ci_hi"]), "n_seeds": int(e["n_seeds"]),
+                     "n_cells": 1, "null": 1.0, "side": "below",
+                     "where": f"{cluster}, 4 torchrun workers on this machine{beside}"})  # fmt: skip
+    return rows
+
+
 def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     """Per cell (cluster, optimizer) and reference: DYNAMIX's per-seed time-to-target ratio to the median
     static and to every adaptive policy run there, estimate and interval over seeds (lower is better;
@@ -405,6 +436,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     if tr_path.exists():
         rows += transfer_rows(pd.read_csv(tr_path), cfg, _transfer_budgets(root / "transfer"))
     rows += ours_rows(inference, cfg)
+    rows += engine_rows(cfg)
     for r in rows:
         r["verdict"] = row_verdict(r)
     table = pd.DataFrame(rows)[COLUMNS]

@@ -6,7 +6,7 @@ The learning rate at iteration t for global batch B is
 
 - warmup(t) = min(1, (t+1)/warmup_iters) (linear warm-up, Goyal et al. 2017; 1 when warmup_iters=0);
 - schedule: constant 1; cosine 0.5 (1 + cos(pi p)) (Loshchilov & Hutter 2017), p the fraction of the
-  run done; step 0.1^(t // s);
+  run done; step 0.1^(t // s); multistep 0.1^(number of milestones m_j <= p) (He et al. 2016: m = 1/2, 3/4);
 - scaling(B): 1 (none), B / base_batch (linear rule, Goyal et al. 2017) or sqrt(B / base_batch);
 - lr_scale: a policy's per-window factor (e.g. AdaScale's gain r, Johnson et al. 2020).
 
@@ -41,6 +41,8 @@ def learning_rate(cfg: OptimConfig, iteration: int, total_iters: int, global_bat
         progress = iteration / max(total_iters, 1)
     if cfg.schedule == "cosine":
         sched = 0.5 * (1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
+    elif cfg.schedule == "multistep":
+        sched = 0.1 ** sum(progress >= m for m in cfg.milestones)
     elif cfg.schedule == "step":
         sched = 0.1 ** (iteration // cfg.step_every_iters)
     else:
