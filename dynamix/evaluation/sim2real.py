@@ -129,7 +129,7 @@ def run(cfg: Config, out_dir: str | Path, policies: dict[str, str], progress: bo
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     io.write_csv(table, out / "ratios.csv")
-    summary = {"cluster": spec.name, "epochs": e.epochs, "seeds": seeds, "policies": list(e.policies),
+    summary = {"cluster": spec.name, "workload": f"{base.model.name}@{base.model.width:g}/{base.optim.name}", "epochs": e.epochs, "seeds": seeds, "policies": list(e.policies),
                "ratios": table.drop(columns="per_seed").to_dict(orient="records")}
     io.write_json(out / "summary.json", summary)
     return summary

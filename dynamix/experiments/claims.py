@@ -380,7 +380,8 @@ def engine_rows(cfg: Config) -> list[dict]:
     if path is None or not path.exists():
         return []
     table = pd.read_csv(path)
-    cluster = json.loads((path.parent / "summary.json").read_text())["cluster"]
+    meta = json.loads((path.parent / "summary.json").read_text())
+    cluster = meta["cluster"] + (f", {meta['workload']}" if "workload" in meta else "")
     rows = []
     for ref in ("median static", "lbbsp"):
         eng = table[(table["backend"] == "engine") & (table["reference"] == ref)]
