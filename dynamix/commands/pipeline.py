@@ -2,7 +2,7 @@
 
 Examples::
 
-    dynamix pipeline --profile cpu                        # -> results/profiles/cpu (resumable)
+    dynamix pipeline --profile cpu                        # -> results/profiles/cpu; again: carries on
     dynamix pipeline --profile cpu --stages claims        # one stage again, on the earlier stages' outputs
     dynamix pipeline --profile cpu --publish              # copy the headline files to docs/expected/cpu
 
@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default="params.yaml", help="the configuration file (default params.yaml)")
     parser.add_argument("--results", default=None, help="results root (default results/profiles/PROFILE)")
     parser.add_argument("--stages", nargs="+", default=None, metavar="STAGE",
-                        help=f"run only these stages (of {', '.join(STAGES)}); default all")
+                        help=f"run these stages afresh (of {', '.join(STAGES)}); default: every stage not yet "
+                             "complete under the profile's settings (stage_times.csv)")
     parser.add_argument("--publish", action="store_true",
                         help="copy the finished pipeline's headline files and figures to docs/expected/PROFILE "
                              "(alone: publish only; with --stages: after running them)")

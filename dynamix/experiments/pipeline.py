@@ -12,8 +12,14 @@ Each stage's notebook is executed by papermill with ``profile`` and ``results_di
 ``$DYNAMIX_RESULTS`` pointing at the root, so calibration, policies and the run cache
 (:func:`dynamix.experiments.shared.run_cache`) land there too. An interrupted run, started again,
 redoes only the simulations that were in flight: finished runs come back from the run cache and
-policy training resumes from its checkpoints. ``stage_times.csv`` in the root records each stage's
-wall time (``stage, seconds, started_utc``; a rerun replaces the stage's row).
+policy training resumes from its checkpoints. Several sittings make one run:
+
+- ``stage_times.csv`` in the root records each stage's wall time (``stage, seconds, started_utc,
+  config_hash, complete``). An attempt that fails or is interrupted (Ctrl-C, SIGTERM) adds its time
+  to its stage's row, left incomplete; the attempt that completes the stage adds its own, so
+  ``seconds`` is the stage's wall time over every sitting.
+- A stage already complete under the same profile settings (``config_hash``) is skipped when the
+  pipeline is started again; naming it in ``stages`` runs it afresh (its time then starts from zero).
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ import datetime as dt
 import logging
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import pandas as pd
 
-from dynamix import io, paths
+from dynamix import config, io, paths
 from dynamix.experiments import notebooks as gen
 
 log = logging.getLogger(__name__)
@@ -76,40 +83,100 @@ def check_stages(stages: Sequence[str]) -> list[str]:
     return [s for s in STAGES if s in set(stages)]
 
 
-def record_time(root: Path, stage: str, seconds: float, started: str) -> pd.DataFrame:
-    """Replace ``stage``'s row of ``root/stage_times.csv`` (pipeline order) and return the table."""
+TIME_COLUMNS = ["stage", "seconds", "started_utc", "config_hash", "complete"]
+"""The columns of ``stage_times.csv`` (one row per stage, pipeline order)."""
+
+
+def read_times(root: Path) -> pd.DataFrame:
+    """``root/stage_times.csv`` (empty when absent); rows written before ``complete`` existed count as complete."""
     path = root / "stage_times.csv"
-    old = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["stage", "seconds", "started_utc"])
-    rows = old[old["stage"] != stage].to_dict("records") + [{"stage": stage, "seconds": round(seconds, 1),
-                                                             "started_utc": started}]
-    table = pd.DataFrame(rows).sort_values("stage", key=lambda s: s.map(STAGES.index))
-    io.write_csv(table, path)
+    if not path.exists():
+        return pd.DataFrame(columns=TIME_COLUMNS)
+    table = pd.read_csv(path, keep_default_na=False)
+    for col, default in (("config_hash", ""), ("complete", True)):
+        if col not in table:
+            table[col] = default
+    table["complete"] = table["complete"].astype(str).str.lower().isin(["true", "1"])
+    return table[TIME_COLUMNS]
+
+
+def record_time(root: Path, stage: str, seconds: float, started: str, config_hash: str, complete: bool,
+                fresh: bool = False) -> pd.DataFrame:
+    """Add ``seconds`` to ``stage``'s row of ``root/stage_times.csv`` (a new row when it has none, when
+    ``fresh``, or when its earlier time was for other settings or already complete) and mark it
+    ``complete``; returns the table in pipeline order."""
+    old = read_times(root)
+    prev = old[old["stage"] == stage]
+    carry = (not fresh and not prev.empty and not bool(prev["complete"].iloc[0])
+             and prev["config_hash"].iloc[0] == config_hash)
+    total = seconds + (float(prev["seconds"].iloc[0]) if carry else 0.0)
+    first = str(prev["started_utc"].iloc[0]) if carry else started
+    rows = old[old["stage"] != stage].to_dict("records") + [{
+        "stage": stage, "seconds": round(total, 1), "started_utc": first, "config_hash": config_hash,
+        "complete": complete}]
+    table = pd.DataFrame(rows, columns=TIME_COLUMNS).sort_values("stage", key=lambda s: s.map(STAGES.index))
+    io.write_csv(table, root / "stage_times.csv")
     return table
+
+
+def completed(root: Path, config_hash: str) -> set[str]:
+    """The stages ``stage_times.csv`` records as complete under the settings ``config_hash``."""
+    t = read_times(root)
+    return set(t[t["complete"] & (t["config_hash"] == config_hash)]["stage"])
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, so a stopped sitting still records the time it spent."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[str] | None = None,
                  cwd: Path = paths.ROOT, log_output: bool = False) -> Path:
-    """Execute the notebooks of ``stages`` (default: all) in order with ``profile`` into ``root``
-    (default :func:`default_root`); returns the root. Executed notebooks go to ``root/notebooks``."""
+    """Execute the notebooks of ``stages`` (default: every stage not yet complete under the profile's
+    settings) in order with ``profile`` into ``root`` (default :func:`default_root`); returns the root.
+    Executed notebooks go to ``root/notebooks``; each stage's time goes to ``stage_times.csv``."""
     import papermill
 
     root = Path(root) if root is not None else default_root(profile)
+    cfg_hash = config.load(profile=profile).hash()
     todo = check_stages(stages) if stages else list(STAGES)
+    done = set() if stages else completed(root, cfg_hash)
     root.mkdir(parents=True, exist_ok=True)
-    with _results_env(root):
+    with _results_env(root), _sigterm_as_interrupt():
         for spec in gen.NOTEBOOKS:
             if spec.experiment not in todo:
+                continue
+            if spec.experiment in done:
+                log.info("pipeline %s: stage %s is complete (stage_times.csv); --stages %s reruns it",
+                         profile, spec.experiment, spec.experiment)
                 continue
             out = root / "notebooks" / f"{spec.stem}.ipynb"
             out.parent.mkdir(parents=True, exist_ok=True)
             started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             log.info("pipeline %s: stage %s", profile, spec.experiment)
             t0 = time.perf_counter()
-            papermill.execute_notebook(
-                str(gen.path(spec)), str(out), parameters={"profile": profile, "results_dir": str(root)},
-                kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=log_output,
-            )  # fmt: skip
-            record_time(root, spec.experiment, time.perf_counter() - t0, started)
+            try:
+                papermill.execute_notebook(
+                    str(gen.path(spec)), str(out), parameters={"profile": profile, "results_dir": str(root)},
+                    kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=log_output,
+                )  # fmt: skip
+            except BaseException:
+                record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, False,
+                            fresh=bool(stages))
+                raise
+            record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, True, fresh=bool(stages))
     return root
 
 
