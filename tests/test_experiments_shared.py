@@ -105,3 +105,17 @@ def test_tuned_lbbsp_takes_the_baselines_fastest_global_batch(tmp_path):
     assert resolve_policy(TUNED_LBBSP, pdir, "dynamix") == "lbbsp:batch=512"
     assert resolve_policy("dynamix", pdir, "p") == f"dynamix:{pdir / 'p.zip'}"
     assert resolve_policy("lbbsp", pdir, "p") == "lbbsp"
+
+
+def test_transfer_trains_its_missing_policies_side_by_side_each_on_its_workload(tmp_path):
+    """Two workloads' policies in two processes: each artifact is complete and records its own
+    workload and the same PPO budget (the pairing the transfer claims rely on)."""
+    from dynamix.experiments.transfer import policy_name, ppo_timesteps, train_policies
+
+    cfg = config.load(profile="smoke", overrides={"experiments": {"jobs": 2}})
+    a, b = Workload("mlp", "adam", 0.25), Workload("mlp", "sgd", 0.5)
+    trained = train_policies(cfg, [a, b, a], tmp_path)
+    assert set(trained) == {a, b} and trained[a].name == f"{policy_name(a)}.zip"
+    metas = {w: json.loads(p.with_suffix(".json").read_text())["training"] for w, p in trained.items()}
+    assert metas[a]["workload"] != metas[b]["workload"]
+    assert ppo_timesteps(f"dynamix:{trained[a]}") == ppo_timesteps(f"dynamix:{trained[b]}") > 0

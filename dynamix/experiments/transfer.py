@@ -25,6 +25,8 @@ Outputs: ``runs.csv``, ``summary.csv`` (per pair, policy and seed: time to targe
 from __future__ import annotations
 
 import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -67,6 +69,19 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
     return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies", on_stale="restart")
 
 
+def train_policies(cfg: Config, workloads: list[Workload], out: Path) -> dict[Workload, Path]:
+    """:func:`policy_for` of each distinct workload, the ones still to train side by side in
+    ``experiments.jobs`` processes (one torch thread each): on a CNN each policy is tens of minutes of
+    model math, and one training process uses one core."""
+    unique = list(dict.fromkeys(workloads))
+    jobs = min(cfg.experiments.jobs, len(unique))
+    if jobs <= 1:
+        return {w: policy_for(cfg, w, out) for w in unique}
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {w: pool.submit(policy_for, cfg, w, out) for w in unique}
+        return {w: f.result() for w, f in futures.items()}
+
+
 def ppo_timesteps(spec: str) -> int:
     """PPO transitions the policy ``dynamix:<zip>`` was trained for (its artifact's metadata)."""
     from dynamix.rl.artifact import read_meta
@@ -87,11 +102,12 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     tasks, pairs, budgets = [], [], {}
     parsed = [parse_pair(text) for text in e.pairs]
     run_cfgs = shared.budgeted(cfg, [(spec, workload_config(cfg, dst)) for _, dst in parsed], out)
+    trained = train_policies(cfg, [w for pair in parsed for w in pair], out)
     for text, (src, dst), wcfg in zip(e.pairs, parsed, run_cfgs):
         pairs.append(text)
         policies = {
-            "transferred": f"dynamix:{policy_for(cfg, src, out)}",
-            "target-trained": f"dynamix:{policy_for(cfg, dst, out)}",
+            "transferred": f"dynamix:{trained[src]}",
+            "target-trained": f"dynamix:{trained[dst]}",
             f"static:{e.static_batch}": f"static:{e.static_batch}",
         }
         budgets[f"{src}->{dst}"] = {label: ppo_timesteps(p) for label, p in policies.items()
