@@ -146,7 +146,9 @@ def test_smoke_inference_runs_lbbsp_tuned_at_the_sweeps_fastest_global_batch(smo
     g = base["fastest_batch_size"] * base["n_workers"]
     assert inf["resolved"] == {"lbbsp:tuned": f"lbbsp:batch={g}"}
     runs = pd.read_csv(smoke_pipeline / "inference" / "runs.csv")
-    tuned = runs[(runs["policy"] == "lbbsp:tuned") & (runs["window"] > 0)]
+    # every window, the first included: the policy sets the split before the first iteration (the smoke
+    # budget may end within that window at a large global batch)
+    tuned = runs[runs["policy"] == "lbbsp:tuned"]
     assert not tuned.empty and (tuned.groupby(["run_id", "window"])["batch_size"].sum() == g).all()
 
 
@@ -169,7 +171,10 @@ def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smo
     assert (table["ci_lo"] <= table["ci_hi"]).all()
     for _, row in table.iterrows():
         assert row["verdict"] == claims.row_verdict(row), f"{row['claim']}: {row['verdict']!r} breaks the rule"
-    assert (table["n_seeds"] == cfg.experiments.seeds).all()  # seeds, not seeds x cells
+    engine = table["claim"].str.startswith("(real engine)")  # the published sim2real run's own seeds
+    assert (table.loc[~engine, "n_seeds"] == cfg.experiments.seeds).all()  # seeds, not seeds x cells
+    published = pd.read_csv(paths.resolve(cfg.experiments.sim2real.published) / "ratios.csv")
+    assert engine.sum() == 2 and (table.loc[engine, "n_seeds"] == published["n_seeds"].iloc[0]).all()
     kinds = " | ".join(table["claim"])
     for part in ("final accuracy vs static", "less training time vs static", "largest cluster",
                  "transferred policy generalises", f"DYNAMIX vs {claims.teacher_spec(cfg)}"):
