@@ -167,16 +167,16 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
             started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             log.info("pipeline %s: stage %s", profile, spec.experiment)
             t0 = time.perf_counter()
+            complete = False
             try:
                 papermill.execute_notebook(
                     str(gen.path(spec)), str(out), parameters={"profile": profile, "results_dir": str(root)},
                     kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=log_output,
                 )  # fmt: skip
-            except BaseException:
-                record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, False,
+                complete = True
+            finally:  # an interrupted or failed attempt keeps its time too
+                record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, complete,
                             fresh=bool(stages))
-                raise
-            record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, True, fresh=bool(stages))
     return root
 
 
