@@ -17,7 +17,7 @@ from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.models import build_model, gradient_bytes
 from dynamix.evaluation import stats
 from dynamix.evaluation.compare import compare
-from dynamix.evaluation.runner import evaluate
+from dynamix.evaluation.runner import SimTask, evaluate, run_tasks
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import time_to_target
 
@@ -94,6 +94,21 @@ def test_unreachable_target_leaves_time_empty_and_cache_reuses_runs(setup, tmp_p
                         cost=slower)
     assert len(list((tmp_path / "cache").rglob("*.csv.gz"))) == 4
     assert recal["total_time_s"].iloc[0] > first["total_time_s"].iloc[0]
+
+
+def test_every_finished_run_logs_its_count_and_eta(setup, caplog):
+    """The pipeline's log (papermill, where the bar is a widget) shows progress with an ETA."""
+    cfg, spec, cost = setup
+    tasks = [SimTask(spec, cfg, "static:16", seed) for seed in range(2)]
+    with caplog.at_level("INFO", logger="dynamix.evaluation.runner"):
+        run_tasks(tasks, desc="sweep", cost=cost)
+    lines = [r.getMessage() for r in caplog.records if r.name == "dynamix.evaluation.runner"]
+    assert [line.split(",")[0] for line in lines] == ["sweep: 1/2 runs", "sweep: 2/2 runs"]
+    assert all(" elapsed, ETA " in line for line in lines) and lines[-1].endswith("ETA 00:00")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="dynamix.evaluation.runner"):
+        run_tasks(tasks, desc="sweep", cost=cost, progress=False)
+    assert not [r for r in caplog.records if r.name == "dynamix.evaluation.runner"]
 
 
 def test_compare_ratios_against_static_median_and_baselines():
