@@ -1,0 +1,71 @@
+"""The published results in ``docs/expected/<profile>/`` (``dynamix pipeline --profile P --publish``):
+what the README's "Expected results" reads.
+
+Every published profile carries the files and columns the README names, and every claims verdict is
+the one its rule gives for the row's interval. The converged ``cpu`` profile, which the README leads
+with, must also hold the bars docs/converged.md states: the best static batch size reaches 55 % on
+the embedded subset and has plateaued (< 0.5 points over its last fifth, IQM over seeds), and every
+policy trains at least 300 iterations at the largest scalability size. A republished run that misses
+a bar fails here rather than leaving the README wrong.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dynamix import paths
+from dynamix.evaluation.stats import iqm
+from dynamix.experiments import claims
+from dynamix.experiments.baselines import PLATEAU_BAR_PTS
+
+EXPECTED = paths.ROOT / "docs" / "expected"
+PUBLISHED = sorted(p.parent for p in EXPECTED.glob("*/PROFILE"))
+
+COLUMNS = {
+    "claims.csv": {"claim", "estimate", "ci_lo", "ci_hi", "verdict", "n_seeds"},
+    "scalability_summary.csv": {"n_workers", "policy", "seed", "iterations", "final_accuracy", "time_to_target_s"},
+    "baselines_summary.csv": {"policy", "seed", "final_accuracy"},
+    "stage_times.csv": {"stage", "seconds", "complete"},
+}
+
+
+def test_the_converged_profile_is_published():
+    assert EXPECTED / "cpu" in PUBLISHED, "docs/expected/cpu is missing: dynamix pipeline --profile cpu --publish"
+
+
+@pytest.mark.parametrize("root", PUBLISHED, ids=lambda p: p.name)
+def test_published_profile_has_its_files_columns_and_name(root):
+    assert (root / "PROFILE").read_text().strip() == root.name
+    for name, columns in COLUMNS.items():
+        table = pd.read_csv(root / name)
+        assert columns <= set(table.columns), f"{root.name}/{name} lacks {sorted(columns - set(table.columns))}"
+        assert len(table) > 0
+    times = pd.read_csv(root / "stage_times.csv")
+    assert times["complete"].all(), f"{root.name}: stages {list(times.loc[~times['complete'], 'stage'])} unfinished"
+
+
+@pytest.mark.parametrize("root", PUBLISHED, ids=lambda p: p.name)
+def test_published_verdicts_follow_their_rule(root):
+    table = pd.read_csv(root / "claims.csv")
+    assert table[["estimate", "ci_lo", "ci_hi"]].notna().all().all()
+    assert (table["ci_lo"] <= table["ci_hi"]).all()
+    assert [claims.row_verdict(r) for _, r in table.iterrows()] == list(table["verdict"])
+
+
+def test_cpu_best_static_is_accurate_and_converged():
+    runs = pd.read_csv(EXPECTED / "cpu" / "baselines_summary.csv")
+    by_size = runs.groupby("batch_size")
+    accuracy = by_size["final_accuracy"].apply(iqm)
+    best = accuracy.idxmax()
+    assert accuracy[best] >= 0.55, f"best static {best}: {accuracy[best]:.3f} < 0.55 (embedded subset)"
+    gain = iqm(by_size.get_group(best)["late_gain_pts"])
+    assert gain < PLATEAU_BAR_PTS, f"best static {best} still gains {gain:.2f} pts over its last fifth"
+
+
+def test_cpu_scalability_has_300_iterations_at_the_largest_size():
+    runs = pd.read_csv(EXPECTED / "cpu" / "scalability_summary.csv")
+    largest = runs[runs["n_workers"] == runs["n_workers"].max()]
+    short = largest[largest["iterations"] < 300]
+    assert short.empty, f"runs under 300 iterations at {largest['n_workers'].iloc[0]} workers:\n{short}"
+    assert largest["policy"].nunique() == runs["policy"].nunique()  # every policy ran at the largest size
