@@ -102,7 +102,8 @@ def log_progress(bar: tqdm) -> None:
     if bar.disable:
         return
     d = bar.format_dict
-    left = (d["total"] - d["n"]) / d["rate"] if d["rate"] else math.nan
+    # the mean rate so far (tqdm's own smoothed rate is unset between its refreshes)
+    left = (d["total"] - d["n"]) * d["elapsed"] / d["n"] if d["n"] else math.nan
     eta = bar.format_interval(left) if math.isfinite(left) else "?"
     log.info("%s: %d/%d runs, %s elapsed, ETA %s", d["prefix"], d["n"], d["total"],
              bar.format_interval(d["elapsed"]), eta)
