@@ -37,11 +37,12 @@ def test_the_converged_profile_is_published():
 @pytest.mark.parametrize("root", PUBLISHED, ids=lambda p: p.name)
 def test_published_profile_has_its_files_columns_and_name(root):
     assert (root / "PROFILE").read_text().strip() == root.name
+    tables = {name: pd.read_csv(root / name) for name in COLUMNS}
     for name, columns in COLUMNS.items():
-        table = pd.read_csv(root / name)
+        table = tables[name]
         assert columns <= set(table.columns), f"{root.name}/{name} lacks {sorted(columns - set(table.columns))}"
         assert len(table) > 0
-    times = pd.read_csv(root / "stage_times.csv")
+    times = tables["stage_times.csv"]
     assert times["complete"].all(), f"{root.name}: stages {list(times.loc[~times['complete'], 'stage'])} unfinished"
 
 
