@@ -230,6 +230,13 @@ class InferenceExperiment:
     engine_cluster: str = setting("clusters/mixed-4.yaml")  # 4 emulated heterogeneous workers
     engine_iters: int = setting(60, rng(0, None))  # 0: skip the end-to-end engine run
     engine_policy: str = setting("dynamix")
+    # ``lbbsp:tuned`` (when listed in ``policies``): LB-BSP at the mean per-worker batch, among
+    # ``tune_batches``, that is fastest to target on ``tune_clusters`` over ``tune_seeds`` seeds
+    # (dynamix/evaluation/tuning.py); validation clusters only, never the held-out ones.
+    tune_clusters: tuple[str, ...] = setting(("clusters/validation/val-mixed-5.yaml", "clusters/validation/val-ps-4.yaml",
+                                              "clusters/validation/val-straggler-6.yaml"))
+    tune_batches: tuple[int, ...] = setting((32, 64, 128, 256), rng(1, 65536))
+    tune_seeds: int = setting(1, rng(1, 1000))
 
 
 @dataclass(frozen=True)

@@ -94,15 +94,12 @@ def test_no_experiment_module_imports_another():
     assert _experiment_imports("from dynamix.experiments.inference import workload") == {"inference"}  # control
 
 
-def test_tuned_lbbsp_takes_the_baselines_fastest_global_batch(tmp_path):
+def test_resolve_policy_names_the_trained_policy_and_refuses_the_tuned_lbbsp_outside_inference(tmp_path):
     from dynamix.experiments.shared import TUNED_LBBSP, resolve_policy
 
     pdir = tmp_path / "policies"
-    with pytest.raises(ConfigError, match="baselines"):  # never a guess: the sweep must have run
+    with pytest.raises(ConfigError, match="experiments.inference.policies"):  # never a guess: the sweep must run
         resolve_policy(TUNED_LBBSP, pdir, "dynamix")
-    (tmp_path / "baselines").mkdir()
-    (tmp_path / "baselines" / "summary.json").write_text(json.dumps({"fastest_batch_size": 128, "n_workers": 4}))
-    assert resolve_policy(TUNED_LBBSP, pdir, "dynamix") == "lbbsp:batch=512"
     assert resolve_policy("dynamix", pdir, "p") == f"dynamix:{pdir / 'p.zip'}"
     assert resolve_policy("lbbsp", pdir, "p") == "lbbsp"
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dynamix import paths
+from dynamix import cluster, config, paths
 from dynamix.experiments import EXPERIMENTS
 from dynamix.experiments import notebooks as gen
 
@@ -131,7 +131,6 @@ def test_pipeline_records_every_stage_time_and_publishes_the_headline_files(smok
 
 
 def test_smoke_scalability_budget_is_the_reference_runs_iterations_at_every_size(smoke_pipeline):
-    from dynamix import config
 
     cfg = config.load(profile="smoke")
     scal = pd.read_csv(smoke_pipeline / "scalability" / "summary.csv")
@@ -140,16 +139,27 @@ def test_smoke_scalability_budget_is_the_reference_runs_iterations_at_every_size
     assert (ref["iterations"] == cfg.experiments.scalability.iterations).all()
 
 
-def test_smoke_inference_runs_lbbsp_tuned_at_the_sweeps_fastest_global_batch(smoke_pipeline):
-    base = json.loads((smoke_pipeline / "baselines" / "summary.json").read_text())
+def test_smoke_inference_tunes_lbbsp_on_validation_clusters_and_runs_the_choice_on_held_out(smoke_pipeline):
+    from dynamix.evaluation import tuning
+
+    cfg = config.load(profile="smoke")
+    e = cfg.experiments.inference
     inf = json.loads((smoke_pipeline / "inference" / "summary.json").read_text())
-    g = base["fastest_batch_size"] * base["n_workers"]
-    assert inf["resolved"] == {"lbbsp:tuned": f"lbbsp:batch={g}"}
+    sweep = pd.read_csv(smoke_pipeline / "inference" / "tuning.csv")
+    validation = {cluster.load(c).name for c in e.tune_clusters}
+    assert set(sweep["cluster"]) == validation and not validation & {cluster.load(c).name for c in e.clusters}
     runs = pd.read_csv(smoke_pipeline / "inference" / "runs.csv")
-    # every window, the first included: the policy sets the split before the first iteration (the smoke
-    # budget may end within that window at a large global batch)
-    tuned = runs[runs["policy"] == "lbbsp:tuned"]
-    assert not tuned.empty and (tuned.groupby(["run_id", "window"])["batch_size"].sum() == g).all()
+    for opt in e.optimizers:
+        rows = sweep[sweep["optimizer"] == opt]
+        assert sorted(rows["per_worker_batch"].unique()) == sorted(e.tune_batches)
+        m = inf["tuned"][opt]["per_worker_batch"]
+        assert m == tuning.choose(rows)  # recomputed from the published sweep
+        # every window, the first included: the policy sets the split before the first iteration (the smoke
+        # budget may end within that window at a large global batch)
+        tuned = runs[(runs["policy"] == "lbbsp:tuned") & (runs["optimizer"] == opt)]
+        g = m * tuned["rank"].nunique()
+        assert inf["tuned"][opt]["held_out"] == {name: f"lbbsp:batch={g}" for name in tuned["cluster"].unique()}
+        assert not tuned.empty and (tuned.groupby(["run_id", "window"])["batch_size"].sum() == g).all()
 
 
 @pytest.mark.parametrize("spec", gen.NOTEBOOKS, ids=lambda s: s.experiment)
@@ -160,7 +170,6 @@ def test_every_stage_of_the_smoke_pipeline_writes_what_dvc_declares(smoke_pipeli
 
 
 def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smoke_pipeline):
-    from dynamix import config
     from dynamix.experiments import claims
 
     cfg = config.load(profile="smoke")

@@ -6,8 +6,8 @@ Outputs (``out_dir``): ``runs.csv`` (per window and rank), ``summary.csv`` (one 
 target_accuracy, time_to_target_s, late_gain_pts``, the target as in :mod:`dynamix.evaluation.targets`,
 the last fifth's gain as in :func:`dynamix.evaluation.runs.late_gain_pts`),
 ``summary.json`` (IQM over seeds with bootstrap intervals per batch size; ``best_batch_size``, the most
-accurate, and ``fastest_batch_size``, the one with the shortest time to target: the global batch a
-practitioner would tune a heuristic to, :func:`dynamix.experiments.shared.resolve_policy`; ``plateau``:
+accurate, and ``fastest_batch_size``, the one with the shortest time to target on this homogeneous
+cluster; ``plateau``:
 whether the most accurate static gains less than :data:`PLATEAU_BAR_PTS` over its last fifth, IQM over
 seeds), ``manifest.json``.
 

@@ -19,7 +19,7 @@ sweep (``static:B`` for every B of ``experiments.baselines.batch_sizes``, all ru
    per seed T_transferred / T_target-trained (the target policy trained with the source's PPO budget)
    and T_transferred / T_static.
 5. Ours, beyond the paper: DYNAMIX's time to target against LB-BSP, its teacher rule
-   ``lbbsp:batch=512``, LB-BSP tuned on the baselines' sweep (``lbbsp:tuned``) and GNS, pooled over
+   ``lbbsp:batch=512``, LB-BSP tuned on validation clusters (``lbbsp:tuned``) and GNS, pooled over
    every cell (:func:`pooled_over_cells`), and per cell in ``per_cluster.csv`` (:func:`per_cluster`).
 
 6. Ours, on the real engine: the agent's wall-clock time ratio to the median static and to LB-BSP

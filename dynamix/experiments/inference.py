@@ -6,8 +6,11 @@ For each held-out cluster (``experiments.inference.clusters``), each optimiser w
 policy_training stage (``<results>/policies/<name>.zip``). ``policies`` holds the whole static sweep
 of the baselines (``static:B`` for every B in ``experiments.baselines.batch_sizes``: the claims compare
 with its median, :func:`check_static_sweep`) and the teacher rule of the agent's warm start,
-``lbbsp:batch=512``, wherever LB-BSP is; ``lbbsp:tuned`` is LB-BSP at the global batch the baselines'
-static sweep found fastest (:func:`~dynamix.experiments.shared.resolve_policy`).
+``lbbsp:batch=512``, wherever LB-BSP is. ``lbbsp:tuned``, when listed, is LB-BSP tuned as a
+practitioner would: per optimiser, a sweep of its mean per-worker batch (``tune_batches``) on the
+validation clusters ``tune_clusters`` (``tune_seeds`` seeds, the same budget and target rules) picks
+the fastest to target (:mod:`dynamix.evaluation.tuning`), which then runs on the held-out clusters as
+``lbbsp:batch=m x workers``. The held-out clusters play no part in the choice.
 
 Time to target and the run budget follow :mod:`dynamix.evaluation` (one definition for the
 project): per cluster and workload, target = ``rl.target_fraction`` x the best policy's mean final
@@ -22,8 +25,9 @@ Then one end-to-end run of the real engine (``engine_iters`` iterations, 4 torch
 
 Outputs: ``runs.csv``, ``summary.csv`` (per cluster, optimizer, policy, seed), ``summary.json`` (IQM
 and bootstrap intervals per policy; DYNAMIX's ratios against the median static and every adaptive policy from
-:func:`dynamix.evaluation.compare.compare`), ``engine/`` (the engine run's runs.csv and summary),
-``manifest.json``.
+:func:`dynamix.evaluation.compare.compare`; ``tuned``: the sweep's scores, choice and held-out specs),
+``tuning.csv`` (the sweep's runs, :data:`dynamix.evaluation.tuning.TABLE_COLUMNS` plus ``optimizer``; empty
+without ``lbbsp:tuned``), ``engine/`` (the engine run's runs.csv and summary), ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import pandas as pd
 
 from dynamix import cluster, io, plots
 from dynamix.config import Config
-from dynamix.evaluation import stats
+from dynamix.evaluation import stats, tuning
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import curves, run_summary
@@ -64,23 +68,47 @@ def check_static_sweep(cfg: Config) -> None:
                          f"every B in experiments.baselines.batch_sizes {list(cfg.experiments.baselines.batch_sizes)}")
 
 
+def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, int], pd.DataFrame]:
+    """Per optimiser, the per-worker batch of ``lbbsp:tuned`` (:mod:`dynamix.evaluation.tuning`) on the
+    validation clusters ``experiments.inference.tune_clusters``, and the sweep's runs."""
+    e = cfg.experiments.inference
+    specs = [cluster.load(c) for c in e.tune_clusters]
+    chosen, tables = {}, []
+    for opt in e.optimizers:
+        run_cfgs = shared.budgeted(cfg, [(spec, workload(cfg, opt)) for spec in specs], out)
+        table = tuning.sweep(list(zip(specs, run_cfgs)), e.tune_batches, shared.seeds(cfg)[: e.tune_seeds],
+                             cfg.experiments.jobs, cache=shared.run_cache(out))  # fmt: skip
+        chosen[opt] = tuning.choose(table)
+        tables.append(table.assign(optimizer=opt))
+        log.info("lbbsp:tuned (%s): %d per worker; scores %s", opt, chosen[opt], tuning.scores(table).round(3).to_dict())
+    return chosen, pd.concat(tables, ignore_index=True)
+
+
 def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     e = cfg.experiments.inference
     check_static_sweep(cfg)
     pdir = shared.policy_dir(out)
+    tuned, sweep = tune_lbbsp(cfg, out) if shared.TUNED_LBBSP in e.policies else ({}, pd.DataFrame())
     specs = [cluster.load(c) for c in e.clusters]
     groups = [(spec, workload(cfg, opt), opt) for spec in specs for opt in e.optimizers]
     run_cfgs = shared.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups], out)
+
+    def policy_spec(p: str, spec: cluster.ClusterSpec, opt: str) -> str:
+        if p == shared.TUNED_LBBSP:
+            return tuning.lbbsp_spec(tuned[opt], spec.n_workers)
+        return shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name)
+
     tasks = [
-        SimTask(spec, run_cfg, shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name),
-                seed, (("optimizer", opt),), label=p if p == shared.TUNED_LBBSP else "")
+        SimTask(spec, run_cfg, policy_spec(p, spec, opt), seed, (("optimizer", opt),),
+                label=p if p == shared.TUNED_LBBSP else "")
         for (spec, _, opt), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
     ]  # fmt: skip
     runs = run_simulations(tasks, cfg.experiments.jobs, desc="inference", cache=shared.run_cache(out))
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
+    io.write_csv(sweep.reindex(columns=[*tuning.TABLE_COLUMNS, "optimizer"]), out / "tuning.csv")
     agg = stats.aggregate_cfg(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg)
     adaptive = [p for p in dict.fromkeys(per_run["policy"]) if p != "dynamix" and not p.startswith("static")]
     ratios = pd.concat(
@@ -89,8 +117,12 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     ) if "dynamix" in set(per_run["policy"]) else pd.DataFrame()  # fmt: skip
     summary = {
         "policies": list(dict.fromkeys(per_run["policy"])),
-        "resolved": {p: shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name) for p in e.policies
-                     if p == shared.TUNED_LBBSP},
+        "tuned": {opt: {
+            "per_worker_batch": m,
+            "scores": {str(k): float(v) for k, v in tuning.scores(sweep[sweep["optimizer"] == opt]).items()},
+            "validation_clusters": list(dict.fromkeys(sweep["cluster"])),
+            "held_out": {spec.name: tuning.lbbsp_spec(m, spec.n_workers) for spec in specs},
+        } for opt, m in tuned.items()},
         "n_runs": len(tasks),
         "by_policy": agg.to_dict(orient="records"),
         "dynamix_vs_baselines": ratios.to_dict(orient="records"),

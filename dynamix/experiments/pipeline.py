@@ -51,6 +51,7 @@ PUBLISHED = {
     "scalability/summary.csv": "scalability_summary.csv",
     "baselines/summary.csv": "baselines_summary.csv",
     "inference/summary.csv": "inference_summary.csv",
+    "inference/tuning.csv": "inference_tuning.csv",
     "transfer/summary.csv": "transfer_summary.csv",
     "stage_times.csv": "stage_times.csv",
 }

@@ -17,7 +17,6 @@ Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, write
 from __future__ import annotations
 
 from dataclasses import dataclass
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -80,25 +79,19 @@ def policy_dir(out_dir: str | Path) -> Path:
 
 
 TUNED_LBBSP = "lbbsp:tuned"
-"""LB-BSP at the global batch the baselines' sweep found fastest (:func:`resolve_policy`)."""
+"""LB-BSP at the per-worker batch a sweep on validation clusters finds fastest: the inference stage
+tunes it (``experiments.inference.tune_*``, :mod:`dynamix.evaluation.tuning`); no other stage has it."""
 
 
 def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:
-    """A policy name of the experiments -> its policy spec:
-
-    - ``dynamix`` (the trained policy of the policy_training stage) -> ``dynamix:<dir>/<name>.zip``;
-    - ``lbbsp:tuned`` -> ``lbbsp:batch=G``, G the global batch of the static sweep's fastest batch size
-      (``fastest_batch_size`` x workers in ``<results>/baselines/summary.json``, beside ``policy_dir``):
-      the heuristic tuned as a practitioner would, on the baselines' cluster, never on a held-out one.
-    """
+    """A policy name of the experiments -> its policy spec: ``dynamix`` (the trained policy of the
+    policy_training stage) -> ``dynamix:<dir>/<name>.zip``; any other spec unchanged. ``lbbsp:tuned``
+    is refused here: only the inference stage, which runs its sweep, can resolve it."""
     if spec == "dynamix":
         return f"dynamix:{Path(policy_dir) / (name + '.zip')}"
     if spec == TUNED_LBBSP:
-        path = Path(policy_dir).parent / "baselines" / "summary.json"
-        if not path.is_file():
-            raise ConfigError(f"policy {TUNED_LBBSP!r} needs the baselines stage's {path}: run the baselines first")
-        summary = json.loads(path.read_text())
-        return f"lbbsp:batch={int(summary['fastest_batch_size']) * int(summary['n_workers'])}"
+        raise ConfigError(f"policy {TUNED_LBBSP!r} is tuned by the inference stage only: "
+                          "list it in experiments.inference.policies, not elsewhere")
     return spec
 
 
