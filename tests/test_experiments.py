@@ -81,3 +81,15 @@ def test_scaled_cluster_keeps_the_worker_mix():
     assert small.n_workers == 1 and all(all(w < 1 for w in e.workers) for e in small.events)
     with pytest.raises(ValueError, match="experiments.scalability.workers"):
         scaled(base, 0)
+
+
+def test_inference_engine_run_starts_afresh_over_a_checkpoint_of_other_settings(tmp_path):
+    from dynamix.experiments import inference
+    from dynamix.train import checkpoint
+
+    cfg = config.load(profile="smoke", overrides=["experiments.inference.engine_policy=lbbsp"])
+    out = tmp_path / "engine"
+    checkpoint.save(out / "checkpoint.pt", {"config_hash": "another-run", "world_size": 4})
+    result = inference.engine_run(cfg, out, tmp_path / "policies")
+    assert result["iterations"] == cfg.experiments.inference.engine_iters
+    assert result["windows_checked"] > 0 and result["windows_with_decided_sizes"] == result["windows_checked"]

@@ -64,6 +64,16 @@ def test_sittings_add_up_and_completed_stages_are_skipped(tmp_path, monkeypatch,
     run_pipeline("smoke", tmp_path, stages=["claims"])  # named: rerun, its time afresh
     assert third.ran == ["claims"] and read_times(tmp_path).set_index("stage").loc["claims", "seconds"] == 10
 
+    # a named stage interrupted, then named again: the second attempt reuses the first's runs, so the
+    # stage's time is both attempts'
+    monkeypatch.setattr(papermill, "execute_notebook", FakePapermill(interrupt_at="transfer"))
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline("smoke", tmp_path, stages=["transfer"])
+    monkeypatch.setattr(papermill, "execute_notebook", FakePapermill())
+    run_pipeline("smoke", tmp_path, stages=["transfer"])
+    times = read_times(tmp_path).set_index("stage")
+    assert times.loc["transfer", "complete"] and times.loc["transfer", "seconds"] == 20
+
 
 def test_a_stage_completed_under_other_settings_runs_again(tmp_path):
     record_time(tmp_path, "baselines", 5.0, "t0", "aaaa", True)

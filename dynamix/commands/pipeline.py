@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default="params.yaml", help="the configuration file (default params.yaml)")
     parser.add_argument("--results", default=None, help="results root (default results/profiles/PROFILE)")
     parser.add_argument("--stages", nargs="+", default=None, metavar="STAGE",
-                        help=f"run these stages afresh (of {', '.join(STAGES)}); default: every stage not yet "
+                        help=f"run these stages again (of {', '.join(STAGES)}); default: every stage not yet "
                              "complete under the profile's settings (stage_times.csv)")
     parser.add_argument("--publish", action="store_true",
                         help="copy the finished pipeline's headline files and figures to docs/expected/PROFILE "

@@ -33,6 +33,7 @@ without ``lbbsp:tuned``), ``engine/`` (the engine run's runs.csv and summary), `
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -135,7 +136,11 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
 
 
 def engine_run(cfg: Config, out_dir: Path, pdir: Path) -> dict:
-    """4 torchrun workers of the real engine, batch sizes decided by a gRPC arbitrator on loopback."""
+    """4 torchrun workers of the real engine, batch sizes decided by a gRPC arbitrator on loopback.
+
+    The run starts afresh in an emptied ``out_dir`` each time the stage runs: it is about a minute
+    long, and the checkpoint of an earlier run under other settings would stop the engine (it
+    refuses a checkpoint of another configuration)."""
     from dynamix.engine import run_local
     from dynamix.policies import make_policy
     from dynamix.rpc.arbitrator import RunSettings
@@ -148,6 +153,7 @@ def engine_run(cfg: Config, out_dir: Path, pdir: Path) -> dict:
                   "checkpoint_every": 10 * e.engine_iters},
     })  # fmt: skip
     policy = make_policy(shared.resolve_policy(e.engine_policy, pdir, cfg.experiments.policy_training.name))
+    shutil.rmtree(out_dir, ignore_errors=True)
     decided: dict[int, tuple[int, ...]] = {}
     with local_server(policy, RunSettings.from_config(ecfg),
                       on_decision=lambda w, g, d: decided.__setitem__(g.window, tuple(d.batch_sizes))) as server:

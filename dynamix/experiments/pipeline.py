@@ -19,7 +19,9 @@ policy training resumes from its checkpoints. Several sittings make one run:
   to its stage's row, left incomplete; the attempt that completes the stage adds its own, so
   ``seconds`` is the stage's wall time over every sitting.
 - A stage already complete under the same profile settings (``config_hash``) is skipped when the
-  pipeline is started again; naming it in ``stages`` runs it afresh (its time then starts from zero).
+  pipeline is started again; naming it in ``stages`` runs it again, its time starting from zero. An
+  incomplete stage carries its time on whether named or not: its next attempt reuses the runs the
+  interrupted one finished, so both attempts are the stage's cost.
 """
 
 from __future__ import annotations
@@ -101,14 +103,14 @@ def read_times(root: Path) -> pd.DataFrame:
     return table[TIME_COLUMNS]
 
 
-def record_time(root: Path, stage: str, seconds: float, started: str, config_hash: str, complete: bool,
-                fresh: bool = False) -> pd.DataFrame:
-    """Add ``seconds`` to ``stage``'s row of ``root/stage_times.csv`` (a new row when it has none, when
-    ``fresh``, or when its earlier time was for other settings or already complete) and mark it
-    ``complete``; returns the table in pipeline order."""
+def record_time(root: Path, stage: str, seconds: float, started: str, config_hash: str,
+                complete: bool) -> pd.DataFrame:
+    """Add ``seconds`` to ``stage``'s row of ``root/stage_times.csv`` (a new row when it has none, or
+    when its earlier time was for other settings or already complete) and mark it ``complete``;
+    returns the table in pipeline order."""
     old = read_times(root)
     prev = old[old["stage"] == stage]
-    carry = (not fresh and not prev.empty and not bool(prev["complete"].iloc[0])
+    carry = (not prev.empty and not bool(prev["complete"].iloc[0])
              and prev["config_hash"].iloc[0] == config_hash)
     total = seconds + (float(prev["seconds"].iloc[0]) if carry else 0.0)
     first = str(prev["started_utc"].iloc[0]) if carry else started
@@ -176,8 +178,7 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
                 )  # fmt: skip
                 complete = True
             finally:  # an interrupted or failed attempt keeps its time too
-                record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, complete,
-                            fresh=bool(stages))
+                record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, complete)
     return root
 
 
