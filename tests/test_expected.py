@@ -14,7 +14,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dynamix import paths
+from dynamix import cluster, paths
+from dynamix.evaluation import tuning
 from dynamix.evaluation.stats import iqm
 from dynamix.experiments import claims
 from dynamix.experiments.baselines import PLATEAU_BAR_PTS
@@ -70,3 +71,17 @@ def test_cpu_scalability_has_300_iterations_at_the_largest_size():
     short = largest[largest["iterations"] < 300]
     assert short.empty, f"runs under 300 iterations at {largest['n_workers'].iloc[0]} workers:\n{short}"
     assert largest["policy"].nunique() == runs["policy"].nunique()  # every policy ran at the largest size
+
+
+def test_cpu_tuned_lbbsp_is_the_validation_sweeps_choice_and_never_saw_a_held_out_cluster():
+    sweep = pd.read_csv(EXPECTED / "cpu" / "inference_tuning.csv")
+    runs = pd.read_csv(EXPECTED / "cpu" / "inference_summary.csv")
+    assert not set(sweep["cluster"]) & set(runs["cluster"]), "the sweep ran on a held-out cluster"
+    metrics = ["final_accuracy", "total_time_s", "iterations"]
+    for (name, opt), cell in runs.groupby(["cluster", "optimizer"]):
+        m = tuning.choose(sweep[sweep["optimizer"] == opt])
+        same = cell[cell["policy"] == tuning.lbbsp_spec(m, cluster.load(f"clusters/heldout/{name}.yaml").n_workers)]
+        tuned = cell[cell["policy"] == claims.TUNED_LBBSP]
+        assert len(tuned) == len(same) > 0, f"{name}/{opt}: lbbsp:tuned or its resolved rule missing"
+        # the tuned policy's runs are the chosen rule's runs, seed by seed
+        assert (tuned.set_index("seed")[metrics] == same.set_index("seed")[metrics]).all().all()
