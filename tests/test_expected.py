@@ -19,6 +19,7 @@ from dynamix.evaluation import tuning
 from dynamix.evaluation.stats import iqm
 from dynamix.experiments import claims
 from dynamix.experiments.baselines import PLATEAU_BAR_PTS
+from dynamix.experiments.shared import TUNED_LBBSP
 
 EXPECTED = paths.ROOT / "docs" / "expected"
 PUBLISHED = sorted(p.parent for p in EXPECTED.glob("*/PROFILE"))
@@ -81,7 +82,7 @@ def test_cpu_tuned_lbbsp_is_the_validation_sweeps_choice_and_never_saw_a_held_ou
     for (name, opt), cell in runs.groupby(["cluster", "optimizer"]):
         m = tuning.choose(sweep[sweep["optimizer"] == opt])
         same = cell[cell["policy"] == tuning.lbbsp_spec(m, cluster.load(f"clusters/heldout/{name}.yaml").n_workers)]
-        tuned = cell[cell["policy"] == claims.TUNED_LBBSP]
+        tuned = cell[cell["policy"] == TUNED_LBBSP]
         assert len(tuned) == len(same) > 0, f"{name}/{opt}: lbbsp:tuned or its resolved rule missing"
         # the tuned policy's runs are the chosen rule's runs, seed by seed
         assert (tuned.set_index("seed")[metrics] == same.set_index("seed")[metrics]).all().all()

@@ -131,7 +131,6 @@ def test_pipeline_records_every_stage_time_and_publishes_the_headline_files(smok
 
 
 def test_smoke_scalability_budget_is_the_reference_runs_iterations_at_every_size(smoke_pipeline):
-
     cfg = config.load(profile="smoke")
     scal = pd.read_csv(smoke_pipeline / "scalability" / "summary.csv")
     ref = scal[scal["policy"] == f"static:{cfg.batch.initial}"]

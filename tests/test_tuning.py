@@ -1,5 +1,5 @@
 """The tuned LB-BSP's choice (dynamix/evaluation/tuning.py): geometric mean of per-cluster relative times
-to target, unreached runs counted at their total time, the first candidate on a tie."""
+to target, unreached runs counted at the longest run on their cluster, the first candidate on a tie."""
 
 from __future__ import annotations
 

@@ -73,5 +73,4 @@ def scores(table: pd.DataFrame) -> pd.Series:
 
 def choose(table: pd.DataFrame) -> int:
     """The tuned per-worker batch: the lowest :func:`scores` (the first listed on a tie)."""
-    s = scores(table)
-    return int(s.index[int(np.argmin(s.to_numpy()))])
+    return int(scores(table).idxmin())

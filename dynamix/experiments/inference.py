@@ -69,20 +69,21 @@ def check_static_sweep(cfg: Config) -> None:
                          f"every B in experiments.baselines.batch_sizes {list(cfg.experiments.baselines.batch_sizes)}")
 
 
-def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, int], pd.DataFrame]:
-    """Per optimiser, the per-worker batch of ``lbbsp:tuned`` (:mod:`dynamix.evaluation.tuning`) on the
-    validation clusters ``experiments.inference.tune_clusters``, and the sweep's runs."""
+def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, pd.Series], pd.DataFrame]:
+    """Per optimiser, the scores of ``lbbsp:tuned``'s candidates (:mod:`dynamix.evaluation.tuning`; the
+    lowest is the choice) on the validation clusters ``experiments.inference.tune_clusters``, and the
+    sweep's runs."""
     e = cfg.experiments.inference
     specs = [cluster.load(c) for c in e.tune_clusters]
-    chosen, tables = {}, []
+    scores, tables = {}, []
     for opt in e.optimizers:
         run_cfgs = shared.budgeted(cfg, [(spec, workload(cfg, opt)) for spec in specs], out)
         table = tuning.sweep(list(zip(specs, run_cfgs)), e.tune_batches, shared.seeds(cfg)[: e.tune_seeds],
                              cfg.experiments.jobs, cache=shared.run_cache(out))  # fmt: skip
-        chosen[opt] = tuning.choose(table)
+        scores[opt] = tuning.scores(table)
         tables.append(table.assign(optimizer=opt))
-        log.info("lbbsp:tuned (%s): %d per worker; scores %s", opt, chosen[opt], tuning.scores(table).round(3).to_dict())
-    return chosen, pd.concat(tables, ignore_index=True)
+        log.info("lbbsp:tuned (%s): %d per worker; scores %s", opt, scores[opt].idxmin(), scores[opt].round(3).to_dict())
+    return scores, pd.concat(tables, ignore_index=True)
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:
@@ -90,7 +91,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     e = cfg.experiments.inference
     check_static_sweep(cfg)
     pdir = shared.policy_dir(out)
-    tuned, sweep = tune_lbbsp(cfg, out) if shared.TUNED_LBBSP in e.policies else ({}, pd.DataFrame())
+    scores, sweep = tune_lbbsp(cfg, out) if shared.TUNED_LBBSP in e.policies else ({}, pd.DataFrame())
+    tuned = {opt: int(s.idxmin()) for opt, s in scores.items()}  # tuning.choose, on the scores at hand
     specs = [cluster.load(c) for c in e.clusters]
     groups = [(spec, workload(cfg, opt), opt) for spec in specs for opt in e.optimizers]
     run_cfgs = shared.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups], out)
@@ -120,7 +122,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         "policies": list(dict.fromkeys(per_run["policy"])),
         "tuned": {opt: {
             "per_worker_batch": m,
-            "scores": {str(k): float(v) for k, v in tuning.scores(sweep[sweep["optimizer"] == opt]).items()},
+            "scores": {str(k): float(v) for k, v in scores[opt].items()},
             "validation_clusters": list(dict.fromkeys(sweep["cluster"])),
             "held_out": {spec.name: tuning.lbbsp_spec(m, spec.n_workers) for spec in specs},
         } for opt, m in tuned.items()},
