@@ -169,6 +169,7 @@ def test_every_stage_of_the_smoke_pipeline_writes_what_dvc_declares(smoke_pipeli
 
 
 def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smoke_pipeline):
+    from dynamix.evaluation import stats
     from dynamix.experiments import claims
 
     cfg = config.load(profile="smoke")
@@ -178,7 +179,7 @@ def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smo
     assert np.isfinite(numbers).all(), table[["claim", "estimate", "ci_lo", "ci_hi"]]
     assert (table["ci_lo"] <= table["ci_hi"]).all()
     for _, row in table.iterrows():
-        assert row["verdict"] == claims.row_verdict(row), f"{row['claim']}: {row['verdict']!r} breaks the rule"
+        assert row["verdict"] == stats.row_verdict(row), f"{row['claim']}: {row['verdict']!r} breaks the rule"
     engine = table["claim"].str.startswith("(real engine)")  # the published sim2real run's own seeds
     assert (table.loc[~engine, "n_seeds"] == cfg.experiments.seeds).all()  # seeds, not seeds x cells
     published = pd.read_csv(paths.resolve(cfg.experiments.sim2real.published) / "ratios.csv")
@@ -197,8 +198,9 @@ def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smo
     cells = pd.read_csv(smoke_pipeline / "claims" / "per_cluster.csv")
     adaptive = {p for p in inference["policy"] if p != "dynamix" and not p.startswith("static:")}
     assert set(cells["reference"]) == {"median static"} | adaptive
+    band = stats.tie_band(1.0, "time ratio", cfg.experiments.tie_margin, cfg.experiments.tie_margin_pts)
     for _, row in cells.iterrows():
-        expect = claims.verdict(row["ci_lo"], row["ci_hi"], 1.0, "below", kind="ours")
+        expect = stats.verdict(row["ci_lo"], row["ci_hi"], 1.0, "below", kind="ours", tie_lo=band[0], tie_hi=band[1])
         assert row["verdict"] == expect and row["ci_lo"] <= row["estimate"] <= row["ci_hi"]
 
 

@@ -57,7 +57,7 @@ def test_ratios_are_written_per_backend_from_the_summary(small_run):
     table = pd.read_csv(out / "ratios.csv")
     assert set(table["backend"]) == set(sim2real.BACKENDS)
     assert set(table["reference"]) == {"median static", "lbbsp"}
-    again = sim2real.ratios(pd.read_csv(out / "summary.csv"), "dynamix", cfg.experiments.aggregate, 200)
+    again = sim2real.ratios(pd.read_csv(out / "summary.csv"), "dynamix", cfg.experiments.ci)
     merged = table.merge(again, on=["backend", "reference"], suffixes=("", "_again"))
     assert merged["estimate"].tolist() == pytest.approx(merged["estimate_again"].tolist())
     assert len(summary["ratios"]) == len(table)

@@ -11,35 +11,26 @@ import numpy as np
 import pandas as pd
 
 from dynamix.config import ConfigError
+from dynamix.evaluation import stats
 from dynamix.evaluation.targets import censored_time
-from dynamix.seeding import derive_seed
 
 
-def static_ratio_interval(rows: pd.DataFrame, policy: str, n_boot: int = 2000, ci: float = 0.95,
-                          seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap interval of ``policy``'s ratio to the median static on one cluster.
-
-    ``rows`` are one cluster's summary rows with the censored time ``t``. Each draw resamples every
-    policy's seeds with replacement, independently (the seeds are the runs' replicates), and recomputes
-    the ratio of medians exactly as :func:`compare` does. With a handful of seeds the interval is wide:
-    it says how far a ratio near the 0.7 bar can be read.
-    """
-    rng = np.random.default_rng(derive_seed(seed, "compare-bootstrap"))
-    times = {p: g.to_numpy(dtype=float) for p, g in rows.groupby("policy")["t"]}
-
-    def draws(p: str) -> np.ndarray:
-        x = times[p]
-        return np.median(x[rng.integers(0, len(x), size=(n_boot, len(x)))], axis=1)
-
-    static = np.median(np.stack([draws(p) for p in sorted(times) if p.startswith("static")]), axis=0)
-    lo, hi = np.quantile(draws(policy) / static, [(1 - ci) / 2, 1 - (1 - ci) / 2])
-    return float(lo), float(hi)
+def static_ratio_interval(rows: pd.DataFrame, policy: str, ci: float = 0.95) -> tuple[float, float]:
+    """Interval of ``policy``'s time ratio to the median static on one cluster, paired by seed: per seed
+    t_policy / median over the static sweep of t_static, the t interval of their logs
+    (:func:`dynamix.evaluation.stats.ratio_interval`). ``rows`` are one cluster's summary rows with the
+    censored time ``t``. With a handful of seeds the interval is wide: it says how far a ratio near the
+    0.7 bar can be read."""
+    t = stats.paired(rows, rows["t"], [])
+    static = [p for p in t.columns if str(p).startswith("static")]
+    est = stats.ratio_interval((t[policy] / t[static].median(axis=1)).to_numpy(), ci)
+    return est["ci_lo"], est["ci_hi"]
 
 
 def compare(summary: pd.DataFrame, policy: str, baselines: Sequence[str] = ("lbbsp", "gns")) -> pd.DataFrame:
     """Per cluster: ``policy``'s median time to target over seeds divided by the median static
     baseline's (median over static batch sizes of their per-size median over seeds), with its 95 %
-    seed-bootstrap interval (:func:`static_ratio_interval`), and by each of ``baselines``; and its mean
+    paired-by-seed interval (:func:`static_ratio_interval`), and by each of ``baselines``; and its mean
     final accuracy minus the best static's (points, x100).
 
     A run that never reaches the target counts at its total time (:func:`censored_time`), as in the

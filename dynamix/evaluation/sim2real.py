@@ -17,7 +17,7 @@ Per backend the target is ``rl.target_fraction`` x the best policy's mean final 
 (:func:`dynamix.evaluation.targets.set_targets`) and each run's time to target is interpolated
 between tests, censored at its total time when never reached. The ratios are per seed:
 T_agent / median over the static sweep of T_static, and T_agent / T_other for every adaptive policy;
-estimate (IQM over seeds) and percentile-bootstrap interval per backend.
+geometric mean and t interval over seeds per backend (:mod:`dynamix.evaluation.stats`).
 
 Wall-clock times need quiet cores: run it alone on the machine (``dynamix sim2real``).
 
@@ -35,7 +35,6 @@ import math
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
@@ -78,9 +77,9 @@ def engine_run(cfg: Config, spec: clusters.ClusterSpec, policy_spec: str, out_di
     return pd.read_csv(out_dir / "runs.csv")
 
 
-def ratios(summary: pd.DataFrame, agent: str, method: str = "iqm", n_boot: int = 2000, ci: float = 0.95) -> pd.DataFrame:
+def ratios(summary: pd.DataFrame, agent: str, ci: float = 0.95) -> pd.DataFrame:
     """Per backend: the agent's per-seed time-to-target ratio to the median static and to every other
-    adaptive policy, with estimate and bootstrap interval (lower is better for the agent)."""
+    adaptive policy, geometric mean and t interval over seeds (lower is better for the agent)."""
     rows = []
     for backend, g in summary.groupby("backend", sort=False):
         t = stats.paired(g, censored_time(g), ["backend"])
@@ -89,9 +88,8 @@ def ratios(summary: pd.DataFrame, agent: str, method: str = "iqm", n_boot: int =
         refs.update({p: t[p] for p in t.columns if p != agent and not str(p).startswith("static:")})
         for ref, den in refs.items():
             r = (t[agent] / den).to_numpy(dtype=float)
-            lo, hi = stats.bootstrap_ci(r, method, n_boot, ci)
-            rows.append({"backend": backend, "reference": ref, "estimate": stats.point_estimate(r, method),
-                         "ci_lo": lo, "ci_hi": hi, "n_seeds": int(np.isfinite(r).sum()),
+            est = stats.ratio_interval(r, ci)
+            rows.append({"backend": backend, "reference": ref, **est,
                          "per_seed": ";".join(f"{v:.4f}" for v in r)})
     return pd.DataFrame(rows)
 
@@ -125,7 +123,7 @@ def run(cfg: Config, out_dir: str | Path, policies: dict[str, str], progress: bo
     runs = pd.concat(frames, ignore_index=True)
     per_run = run_summary(runs, ["backend", "cluster", "policy"])
     per_run = set_targets(per_run, runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)
-    table = ratios(per_run, "dynamix", cfg.experiments.aggregate, cfg.experiments.n_boot, cfg.experiments.ci)
+    table = ratios(per_run, "dynamix", cfg.experiments.ci)
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     io.write_csv(table, out / "ratios.csv")

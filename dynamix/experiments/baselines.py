@@ -53,8 +53,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     per_run["late_gain_pts"] = [late_gain_pts(runs[runs["run_id"] == rid]) for rid in per_run["run_id"]]
     per_run = set_targets(per_run, runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)
     per_run["time_to_target_censored_s"] = censored_time(per_run)
-    agg = stats.aggregate_cfg(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s",
-                                                                 "time_to_target_censored_s", "late_gain_pts"], cfg)
+    agg = stats.aggregate(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s",
+                                                             "time_to_target_censored_s", "late_gain_pts"], cfg.experiments.ci)
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     best = agg.loc[agg["final_accuracy"].idxmax()]
@@ -91,6 +91,6 @@ def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     e = manifest["config"]["experiments"]
     per_window = curves(runs, ["policy", "seed"])
     plots.baselines_accuracy_vs_time(per_window, fig / "accuracy_vs_time")
-    agg = stats.aggregate(per_run, ["batch_size"], ["throughput_samples_per_s"], e["aggregate"], e["n_boot"], e["ci"])
+    agg = stats.aggregate(per_run, ["batch_size"], ["throughput_samples_per_s"], e["ci"])
     plots.baselines_throughput_vs_batch(agg.sort_values("batch_size"), fig / "throughput_vs_batch")
     return [fig / "accuracy_vs_time.png", fig / "throughput_vs_batch.png"]

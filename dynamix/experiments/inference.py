@@ -112,7 +112,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     io.write_csv(sweep.reindex(columns=[*tuning.TABLE_COLUMNS, "optimizer"]), out / "tuning.csv")
-    agg = stats.aggregate_cfg(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg)
+    agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg.experiments.ci)
     adaptive = [p for p in dict.fromkeys(per_run["policy"]) if p != "dynamix" and not p.startswith("static")]
     ratios = pd.concat(
         [compare(rows, "dynamix", adaptive).assign(optimizer=opt)
@@ -188,7 +188,7 @@ def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     plots.inference_accuracy_vs_time(curves(runs[runs["cluster"] == first], ["policy", "optimizer", "seed"]),
                                      fig / "accuracy_vs_time", cluster=first)  # fmt: skip
     agg = stats.aggregate(per_run, ["optimizer", "cluster", "policy"], ["time_to_target_s", "final_accuracy", "total_time_s"],
-                           e["aggregate"], e["n_boot"], e["ci"])  # fmt: skip
+                           e["ci"])  # fmt: skip
     plots.inference_time_to_target(agg, fig / "time_to_target")
     plots.inference_final_accuracy(agg, fig / "final_accuracy")
     written = [fig / "accuracy_vs_time.png", fig / "time_to_target.png", fig / "final_accuracy.png"]

@@ -55,6 +55,7 @@ PUBLISHED = {
     "inference/summary.csv": "inference_summary.csv",
     "inference/tuning.csv": "inference_tuning.csv",
     "transfer/summary.csv": "transfer_summary.csv",
+    "transfer/summary.json": "transfer_summary.json",
     "stage_times.csv": "stage_times.csv",
 }
 """Results-root file -> its name in ``docs/expected/<profile>/`` (:func:`publish`)."""

@@ -72,7 +72,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["n_workers"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
-    agg = stats.aggregate_cfg(per_run, KEYS, VALUES, cfg)
+    agg = stats.aggregate(per_run, KEYS, VALUES, cfg.experiments.ci)
     best = {
         int(n): rows.loc[rows["time_to_target_s"].fillna(float("inf")).idxmin(), "policy"]
         for n, rows in agg.groupby("n_workers")
@@ -88,6 +88,6 @@ def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     out, fig = Path(out_dir), Path(fig_dir)
     per_run = pd.read_csv(out / "summary.csv")
     e = read_manifest(out)["config"]["experiments"]
-    agg = stats.aggregate(per_run, ["n_workers", "policy"], VALUES, e["aggregate"], e["n_boot"], e["ci"])
+    agg = stats.aggregate(per_run, ["n_workers", "policy"], VALUES, e["ci"])
     plots.scalability(agg, fig / "scalability")
     return [fig / "scalability.png"]

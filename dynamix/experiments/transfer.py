@@ -120,15 +120,14 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["pair"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
-    agg = stats.aggregate_cfg(per_run, KEYS, ["time_to_target_s", "final_accuracy"], cfg)
+    agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy"], cfg.experiments.ci)
     ratios = {}
     for pair, rows in per_run.groupby("pair", sort=False):
         t = rows.pivot_table(index="seed", columns="policy", values="time_to_target_s", aggfunc="first")
         for ref in [c for c in t.columns if c != "transferred"]:
-            r = (t["transferred"] / t[ref]).tolist()
-            lo, hi = stats.bootstrap_ci(r, cfg.experiments.aggregate, cfg.experiments.n_boot, cfg.experiments.ci)
+            est = stats.ratio_interval((t["transferred"] / t[ref]).tolist(), cfg.experiments.ci)
             ratios.setdefault(pair, {})[f"time_ratio_transferred_vs_{ref}"] = {
-                "estimate": stats.point_estimate(r, cfg.experiments.aggregate), "ci": [lo, hi], "n_seeds": len(r)}
+                "estimate": est["estimate"], "ci": [est["ci_lo"], est["ci_hi"]], "n_seeds": est["n_seeds"]}
     summary = {"cluster": spec.name, "pairs": pairs, "by_pair_and_policy": agg.to_dict(orient="records"),
                "ratios": ratios, "ppo_timesteps": budgets}  # fmt: skip
     io.write_json(out / "summary.json", summary)
@@ -140,7 +139,6 @@ def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     out, fig = Path(out_dir), Path(fig_dir)
     per_run = pd.read_csv(out / "summary.csv")
     e = read_manifest(out)["config"]["experiments"]
-    agg = stats.aggregate(per_run, ["pair", "policy"], ["time_to_target_s", "total_time_s"], e["aggregate"], e["n_boot"],
-                          e["ci"])
+    agg = stats.aggregate(per_run, ["pair", "policy"], ["time_to_target_s", "total_time_s"], e["ci"])
     plots.transfer(agg, fig / "transfer")
     return [fig / "transfer.png"]
