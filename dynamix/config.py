@@ -637,6 +637,12 @@ def parse_override(text: str) -> dict:
     return out
 
 
+def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
+    """``cfg`` with a nested mapping of overrides applied and every field re-validated: the one way a
+    run's config is derived from another (``dataclasses.replace`` would skip the range checks)."""
+    return build(Config, deep_merge(cfg.to_dict(), overrides))
+
+
 def read_params(path: str | Path | None = None) -> dict:
     """The raw ``params.yaml`` mapping (for DVC-style access and profile listing)."""
     p = paths.PARAMS if path is None else paths.resolve(path)

@@ -7,7 +7,6 @@ slack; seeds and cells counted apart; the teacher rule beside LB-BSP.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd

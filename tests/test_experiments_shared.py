@@ -10,7 +10,6 @@ import pytest
 
 from dynamix import config, io, paths
 from dynamix.config import ConfigError
-from dynamix.experiments import shared
 from dynamix.experiments.manifest import write_manifest
 from dynamix.experiments.shared import Workload, parse_pair
 from dynamix.experiments.transfer import policy_name
@@ -40,10 +39,10 @@ def test_json_writer_turns_nan_into_null(tmp_path):
 
 def test_with_overrides_revalidates():
     cfg = config.load(profile="smoke")
-    adam = shared.with_overrides(cfg, {"optim": {"name": "adam"}})
+    adam = config.with_overrides(cfg, {"optim": {"name": "adam"}})
     assert adam.optim.name == "adam" and cfg.optim.name == "sgd"
     with pytest.raises(config.ConfigError, match="optim.name"):
-        shared.with_overrides(cfg, {"optim": {"name": "lamb"}})
+        config.with_overrides(cfg, {"optim": {"name": "lamb"}})
 
 
 def test_transfer_pairs_parse_and_bad_ones_name_the_field():

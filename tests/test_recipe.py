@@ -65,7 +65,7 @@ def test_each_recipe_sets_its_knobs_and_explicit_settings_win():
     both = config.load(overrides=["rl.recipe=paper", "rl.return_shape=time", "rl.timesteps=100"]).rl
     assert (both.return_shape, both.timesteps, both.time_signal, both.state) == ("time", 100, "iteration", "paper")
     # a built config holds resolved knobs: switching its recipe goes through recipe_overrides
-    from dynamix.experiments.shared import with_overrides
+    from dynamix.config import with_overrides
 
     switched = with_overrides(config.load(), {"rl": recipe_overrides("paper")}).rl
     assert dataclasses.replace(switched, recipe="dynamix") != default and switched == paper

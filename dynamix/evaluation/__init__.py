@@ -21,7 +21,7 @@ interpolated linearly between the window below it and the one at or above it; em
 
 **Budget** (``rl.eval_budget`` or ``--budget``). ``time`` (default): on each cluster every run gets the
 same virtual time, the time the reference ``static:<batch.initial>`` run (seed 0) needs for the epoch
-budget (``train.epochs``) on that cluster; epochs only cap it (:func:`~dynamix.rl.env.epoch_cap`).
+budget (``train.epochs``) on that cluster; epochs only cap it (:func:`~dynamix.train.loop.epoch_cap`).
 This is what "time to target" asks (who gets there first, given the same clock) and how the agent's
 training episodes are budgeted (:mod:`dynamix.rl.env`). ``epochs``: every run gets ``train.epochs``;
 a policy with larger batches then stops after fewer updates, and may be cut off before the target

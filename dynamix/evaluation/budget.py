@@ -2,19 +2,18 @@
 
 ``time`` (``rl.eval_budget``, the default): every run on a cluster stops at the virtual time the
 reference run (every worker at ``batch.initial``, seed 0; :func:`reference_policy`) needs for the epoch
-budget on that cluster, its epochs only a safety cap (:func:`~dynamix.rl.env.epoch_cap`). ``epochs``:
+budget on that cluster, its epochs only a safety cap (:func:`~dynamix.train.loop.epoch_cap`). ``epochs``:
 every run trains ``train.epochs``. :func:`dynamix.evaluation.runner.budgets` runs the reference runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 
 import pandas as pd
 
-from dynamix.config import Config
+from dynamix.config import Config, with_overrides
 from dynamix.evaluation.runs import run_totals
-from dynamix.rl.env import epoch_cap
+from dynamix.train.loop import epoch_cap
 
 BUDGETS = ("time", "epochs")
 """How long each run trains (module docstring); ``rl.eval_budget`` takes the same names."""
@@ -36,9 +35,8 @@ def time_budget_config(cfg: Config, budget_s: float) -> Config:
     """``cfg`` with runs ending at ``budget_s`` virtual seconds, its epoch budget only a cap."""
     if not budget_s > 0:
         raise ValueError(f"budget_s = {budget_s} is out of range: must be > 0")
-    train = dataclasses.replace(cfg.train, max_time_s=float(budget_s), max_iters=0,
-                                epochs=epoch_cap(cfg, cfg.train.epochs))
-    return dataclasses.replace(cfg, train=train)
+    return with_overrides(cfg, {"train": {"max_time_s": float(budget_s), "max_iters": 0,
+                                          "epochs": epoch_cap(cfg, cfg.train.epochs)}})
 
 
 def budget_time_s(reference: pd.DataFrame) -> float:

@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from dynamix import cluster as clusters
 from dynamix import io
 from dynamix.cluster.costmodel import CostModel
-from dynamix.config import Config, build, deep_merge
+from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import censored_time, set_targets
@@ -58,9 +58,9 @@ BACKENDS = ("engine", "sim")
 def run_config(cfg: Config, seed: int, epochs: float) -> Config:
     """``cfg`` for one compared run: ``epochs`` of the training set, a test every window on the whole
     test split, one torch thread per worker, no mid-run checkpoints."""
-    return build(Config, deep_merge(cfg.to_dict(), {"train": {
+    return with_overrides(cfg, {"train": {
         "seed": seed, "epochs": epochs, "max_iters": 0, "max_time_s": 0.0, "eval_every": cfg.batch.window,
-        "eval_samples": cfg.experiments.eval_samples, "threads": 1, "checkpoint_every": 10**9}}))
+        "eval_samples": cfg.experiments.eval_samples, "threads": 1, "checkpoint_every": 10**9}})
 
 
 def engine_run(cfg: Config, spec: clusters.ClusterSpec, policy_spec: str, out_dir: Path) -> pd.DataFrame:

@@ -47,7 +47,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dynamix import cluster, config, io, paths, plots
-from dynamix.config import Config, ConfigError
+from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import write_manifest
 
@@ -87,7 +87,7 @@ def step_configs(cfg: Config) -> dict[str, Config]:
     out = {}
     for name, change in _LADDER.items():
         rl = {**rl, **change}
-        out[name] = shared.with_overrides(cfg, {"rl": rl})
+        out[name] = with_overrides(cfg, {"rl": rl})
     out["dynamix"] = cfg
     return out
 
@@ -172,7 +172,7 @@ def compute(cfg: Config, out: Path, progress: bool = True) -> pd.DataFrame:
     for t in bar:
         bar.set_postfix(task=t.kind, split=t.split, policy=t.policy if t.k < 0 else _policy_name(t.policy, t.k))
         if t.kind == "train":
-            tcfg = shared.with_overrides(configs[t.policy], {"train": {"seed": cfg.train.seed + t.k}})
+            tcfg = with_overrides(configs[t.policy], {"train": {"seed": cfg.train.seed + t.k}})
             policies[t.policy, t.k] = train_policy(tcfg, _policy_name(t.policy, t.k), out_dir=work / "policies",
                                                    progress=False, on_stale="restart", seed_name=seed_name)
             continue

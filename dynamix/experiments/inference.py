@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from dynamix import cluster, io, plots
-from dynamix.config import Config
+from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats, tuning
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, run_simulations
@@ -150,7 +150,7 @@ def engine_run(cfg: Config, out_dir: Path, pdir: Path) -> dict:
 
     e = cfg.experiments.inference
     spec = cluster.load(e.engine_cluster)
-    ecfg = shared.with_overrides(shared.sim_config(cfg), {
+    ecfg = with_overrides(shared.sim_config(cfg), {
         "train": {"max_iters": e.engine_iters, "eval_every": max(1, e.engine_iters // 4),
                   "checkpoint_every": 10 * e.engine_iters},
     })  # fmt: skip

@@ -21,13 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dynamix.cluster import ClusterSpec
-from dynamix.config import Config, ConfigError, build, deep_merge
+from dynamix.config import Config, ConfigError, deep_merge, with_overrides
 from dynamix.evaluation.runner import budgets
-
-
-def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
-    """``cfg`` with a nested mapping of overrides applied and re-validated (e.g. an Adam workload)."""
-    return build(Config, deep_merge(cfg.to_dict(), overrides))
 
 
 def optimizer(cfg: Config, name: str) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from dynamix import cluster, io, plots
-from dynamix.config import Config
+from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
@@ -63,7 +63,7 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
     main = training_config(cfg)
     if (main.model.name, main.model.width, main.optim.name) == (w.model, w.width, w.optimizer):
         return policy_dir(out) / f"{cfg.experiments.policy_training.name}.zip"
-    wcfg = shared.with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
+    wcfg = with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
                                        "optim": shared.optimizer(cfg, w.optimizer)})
     timesteps = cfg.experiments.transfer.timesteps or cfg.experiments.policy_training.timesteps or None
     return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies", on_stale="restart")

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from dynamix import cluster as clusters
 from dynamix import config, io, paths
 from dynamix.cluster import ClusterSpec
-from dynamix.config import Config, ConfigError
+from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.errors import UserError
 from dynamix.evaluation.runner import evaluate
 from dynamix.evaluation.targets import set_targets
@@ -91,7 +91,7 @@ def workload_config(profile: str = "smoke", workload: str = "", epochs: float = 
         overrides["train"] = {"epochs": float(epochs), "max_iters": 0}
     if budget:
         overrides["rl"] = {"eval_budget": budget}
-    return shared.with_overrides(cfg, overrides) if overrides else cfg
+    return with_overrides(cfg, overrides) if overrides else cfg
 
 
 def load_cluster(source: str | Path | Mapping | ClusterSpec) -> ClusterSpec:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dynamix.cluster import ClusterSpec
-from dynamix.config import Config, build, deep_merge
+from dynamix.config import Config, with_overrides
 from dynamix.engine.launch import build_torchrun_command, launch_env, prepare, world_size
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Decision
@@ -78,8 +78,8 @@ def engine_config(cfg: Config, spec: ClusterSpec, seed: int) -> Config:
     engine = {"arch": arch.kind, "world_size": spec.n_workers}
     if arch.kind == "ps":
         engine["num_servers"] = arch.num_servers
-    return build(Config, deep_merge(cfg.to_dict(), {**ENGINE_OVERRIDES, "engine": engine,
-                                                    "train": {**ENGINE_OVERRIDES["train"], "seed": seed}}))
+    return with_overrides(cfg, {**ENGINE_OVERRIDES, "engine": engine,
+                                "train": {**ENGINE_OVERRIDES["train"], "seed": seed}})
 
 
 class EngineCluster:

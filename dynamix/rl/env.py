@@ -27,7 +27,6 @@ window's reward is then weighted by ``dt / dt_ref``. The epoch budget stays as a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from typing import Any, Sequence
@@ -38,13 +37,14 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
-from dynamix.config import Config
+from dynamix.config import Config, with_overrides
 from dynamix.data import Cifar10, load_cifar10
 from dynamix.policies.base import Bounds
 from dynamix.rl.domain import horizon_iters, sample_cluster
 from dynamix.rl.reward import PART_NAMES, time_weighted, worker_rewards
 from dynamix.rl.state import SPECS, StateBuilder, apply_actions
 from dynamix.sim.cluster import VirtualCluster
+from dynamix.train.loop import epoch_cap
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +53,14 @@ NO_EVAL = 10**9
 evaluations would only cost time."""
 
 
-def epoch_cap(cfg: Config, epochs: float) -> float:
-    """The safety cap on epochs of a time-budgeted run that would take ``epochs`` at ``batch.initial``:
-    within the same time, batches up to ``batch.max`` fit at most ``batch.max / batch.initial`` times
-    the samples."""
-    return epochs * max(1.0, cfg.batch.max / cfg.batch.initial)
-
-
 def training_config(cfg: Config) -> Config:
     """``cfg`` as an RL episode runs it: the ``rl`` workload and episode budget, no test evaluations."""
     rl = cfg.rl
-    model = dataclasses.replace(cfg.model, name=rl.model or cfg.model.name, width=rl.width or cfg.model.width)
     epochs = rl.episode_epochs
     if rl.return_shape == "time":  # the time budget ends the episode; epochs only cap it (module docstring)
         epochs = epoch_cap(cfg, epochs)
-    train = dataclasses.replace(cfg.train, epochs=epochs, max_iters=0, eval_every=NO_EVAL)
-    return dataclasses.replace(cfg, model=model, train=train)
+    return with_overrides(cfg, {"model": {"name": rl.model or cfg.model.name, "width": rl.width or cfg.model.width},
+                                "train": {"epochs": epochs, "max_iters": 0, "eval_every": NO_EVAL}})
 
 
 class DynamixEnv(gym.Env):

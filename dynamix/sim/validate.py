@@ -41,7 +41,7 @@ import pandas as pd
 
 from dynamix import cluster as clusters
 from dynamix.cluster.costmodel import CostModel
-from dynamix.config import Config, deep_merge, build
+from dynamix.config import Config, with_overrides
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy
 from dynamix.sim.calibrate import fit_nonnegative
@@ -79,7 +79,7 @@ def case_config(cfg: Config, case: Case, iters: int, window: int) -> Config:
                   "checkpoint_every": 10**9},
         "batch": {"window": window, "min": min(cfg.batch.min, b), "max": max(cfg.batch.max, b), "initial": b},
     }
-    return build(Config, deep_merge(cfg.to_dict(), override))
+    return with_overrides(cfg, override)
 
 
 def calibration_sizes(batch_size: int) -> tuple[int, int]:

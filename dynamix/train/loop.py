@@ -46,6 +46,13 @@ def total_iterations(cfg: Config, n_train: int, batch: int) -> int:
     return max(1, math.ceil(cfg.train.epochs * n_train / batch))
 
 
+def epoch_cap(cfg: Config, epochs: float) -> float:
+    """The safety cap on epochs of a time-budgeted run that would take ``epochs`` at ``batch.initial``:
+    within the same time, batches up to ``batch.max`` fit at most ``batch.max / batch.initial`` times
+    the samples."""
+    return epochs * max(1.0, cfg.batch.max / cfg.batch.initial)
+
+
 def budget_progress(train: TrainConfig, iteration: int, epochs_done: float, elapsed_s: float = 0.0) -> float:
     """The fraction of a run's budget spent, in [0, 1]: the largest of virtual time / ``max_time_s``
     (when set) and iterations / ``max_iters`` (when set, else epochs / ``epochs``), the budgets that end
