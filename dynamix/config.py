@@ -131,6 +131,9 @@ class TrainConfig:
     # iteration that finishes past it (``dynamix evaluate --budget time``). The engine refuses it: its
     # ranks' wall clocks differ, so a time stop could end them at different iterations.
     max_time_s: float = setting(0.0, rng(0.0, None))
+    # The learning-rate schedule's horizon in epochs of the run's own samples (0: ``epochs``). The
+    # schedule follows the run's own progress; a time budget only stops a run, it never moves it.
+    schedule_epochs: float = setting(0.0, rng(0.0, 10000.0))
     eval_every: int = setting(100, rng(1, None))  # iterations between test-set evaluations
     eval_samples: int = setting(0, rng(0, None))  # 0: the whole test split
     checkpoint_every: int = setting(200, rng(1, None))

@@ -56,8 +56,18 @@ def test_learning_rate_rule(kw, t, batch, expected):
     assert learning_rate(cfg, t, 100, batch, lr_scale=2.0) == pytest.approx(2 * expected)
 
 
-def test_cosine_follows_the_budget_progress_when_given():
-    """A run whose batches grow takes fewer iterations than T: the schedule follows the budget spent."""
+def test_schedule_follows_the_runs_own_epochs_never_the_time_budget():
+    from dynamix.train.loop import schedule_progress
+
+    train = config.TrainConfig(epochs=40.0, max_time_s=100.0, schedule_epochs=10.0)
+    assert schedule_progress(train, 500, 5.0) == pytest.approx(0.5)  # 5 of the schedule's 10 epochs
+    assert schedule_progress(train, 900, 25.0) == 1.0  # past the horizon: the final learning rate
+    assert schedule_progress(config.TrainConfig(epochs=4.0), 10, 1.0) == pytest.approx(0.25)  # 0: epochs
+    assert schedule_progress(config.TrainConfig(max_iters=200), 50, 3.0) == pytest.approx(0.25)
+
+
+def test_cosine_follows_the_progress_when_given():
+    """A run whose batches grow takes fewer iterations than T: the schedule follows its progress."""
     cfg = OptimConfig(lr=0.1, schedule="cosine")
     assert learning_rate(cfg, 10, 100, 64, progress=0.5) == pytest.approx(0.05)
     assert learning_rate(cfg, 10, 100, 64, progress=1.0) == pytest.approx(0.0, abs=1e-12)

@@ -6,9 +6,11 @@ One structure, :class:`CostModel`, with a comment on every parameter and the equ
 (AdaptDL's ``PerfParams`` style). For worker i with batch b_i, compute speed s_i (relative to the
 calibrated reference machine), link bandwidth bw_i (bytes/ms) and latency l_i (ms), and N workers:
 
-Compute (forward + backward + optimiser step, fitted by :mod:`dynamix.sim.calibrate`)::
+Compute (forward + backward + optimiser step, fitted by :mod:`dynamix.sim.calibrate`), plus the
+device's fixed per-iteration cost f_i (kernel launches, the optimiser step, framework overhead: the
+reason GPU throughput b / t_i rises with the batch and saturates at s_i / c_m)::
 
-    t_i = (a_m + c_m * b_i) / s_i                                                   [ms]
+    t_i = (a_m + c_m * b_i) / s_i + f_i                                             [ms]
 
 Ring all-reduce (Patarasuk & Yuan 2009; the bandwidth-optimal reduce-scatter + all-gather, 2(N-1)
 steps each moving S/N bytes, paced by the slowest link)::
@@ -100,9 +102,10 @@ class CostModel:
                 f"cost model gradient_bytes = {self.gradient_bytes} is out of range: must be >= 0")
 
     # ---- compute --------------------------------------------------------------------------------
-    def compute_ms(self, batch_sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:
-        """t_i = (a_m + c_m b_i) / s_i."""
-        return (self.a_ms + self.c_ms_per_sample * np.asarray(batch_sizes, float)) / np.asarray(speeds, float)
+    def compute_ms(self, batch_sizes: np.ndarray, speeds: np.ndarray, fixed_ms: np.ndarray | float = 0.0) -> np.ndarray:
+        """t_i = (a_m + c_m b_i) / s_i + f_i."""
+        b = np.asarray(batch_sizes, float)
+        return (self.a_ms + self.c_ms_per_sample * b) / np.asarray(speeds, float) + np.asarray(fixed_ms, float)
 
     # ---- communication ----------------------------------------------------------------------------
     def traffic_bytes(self, n_workers: int, arch: Architecture) -> float:
@@ -128,9 +131,9 @@ class CostModel:
 
     # ---- one iteration -------------------------------------------------------------------------------
     def iteration(self, batch_sizes: np.ndarray, speeds: np.ndarray, bandwidth_gbps: np.ndarray,
-                  latency_ms: np.ndarray, arch: Architecture) -> IterationCost:
+                  latency_ms: np.ndarray, arch: Architecture, fixed_ms: np.ndarray | float = 0.0) -> IterationCost:
         """Times and traffic of one synchronous iteration (module docstring equations)."""
-        t = self.compute_ms(batch_sizes, speeds)
+        t = self.compute_ms(batch_sizes, speeds, fixed_ms)
         t_max = float(t.max())
         comm = self.comm_ms(bandwidth_gbps, latency_ms, arch)
         iter_ms = max(t_max + (1.0 - arch.overlap) * comm, comm)

@@ -23,6 +23,7 @@ Validation goes through :func:`dynamix.config.build`: errors name the field and 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -38,6 +39,9 @@ class DeviceProfile:
     name: str = setting("reference")
     speed: float = setting(1.0, rng(1e-3, 1e4))  # samples/s relative to the calibrated machine
     max_batch: int = setting(65536, rng(1, None))  # memory cap: batch sizes above are clamped
+    # Fixed cost per iteration on this device (ms of virtual time, not scaled by speed): what makes
+    # throughput rise with the batch (docs/clusters.md has the measurements behind the values used).
+    fixed_ms: float = setting(0.0, rng(0.0, 1e5))
 
 
 # Relative speeds for ``paper``-profile specs. Only ``reference`` is meaningful on a CPU machine;
@@ -97,6 +101,9 @@ class Stragglers:
     factor: float = setting(0.3, rng(1e-4, 1.0))
 
 
+CLUSTER_KINDS = ("compute", "fixed-cost", "comm", "dynamic")
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     name: str = setting("cluster")
@@ -106,6 +113,10 @@ class ClusterSpec:
     events: tuple[Event, ...] = ()
     stragglers: Stragglers = field(default_factory=Stragglers)
     jitter: float = setting(0.0, rng(0.0, 1.0))  # lognormal sigma of per-iteration compute noise
+    # What limits the cluster, as its author designed it (a label for tables, docs/clusters.md):
+    # compute (speeds differ), fixed-cost (per-iteration device cost), comm (links or server incast),
+    # dynamic (events move the bottleneck during the run)
+    kind: str = setting("compute", one_of(*CLUSTER_KINDS))
 
     @property
     def n_workers(self) -> int:
@@ -158,9 +169,7 @@ def from_dict(data: Mapping[str, Any], source: str = "cluster") -> ClusterSpec:
                 f"{source}: events[{i}].workers = {list(e.workers)} names worker(s) {bad}: "
                 f"must be in [0, {len(workers) - 1}]"
             )
-    return ClusterSpec(
-        spec.name, spec.seed, spec.architecture, tuple(workers), events, spec.stragglers, spec.jitter
-    )
+    return dataclasses.replace(spec, workers=tuple(workers), events=events)
 
 
 def load(path: str | Path) -> ClusterSpec:
@@ -179,8 +188,6 @@ def homogeneous(n: int, bandwidth_gbps: float = 10.0, latency_ms: float = 0.05) 
 
 def to_yaml_dict(spec: ClusterSpec) -> dict:
     """Round-trippable mapping (one group per worker) for writing a spec back to YAML."""
-    import dataclasses
-
     d = dataclasses.asdict(spec)
     d["workers"] = [
         {"device": dataclasses.asdict(w.device), "bandwidth_gbps": w.bandwidth_gbps, "latency_ms": w.latency_ms}

@@ -13,7 +13,7 @@ straggler pattern for a spec):
   after the reduction, as the calibration's lockstep processes do. (Dilating forward and backward
   alone would leave batch construction and the step at native speed, and the emulated worker faster
   than the cost model; docs/clusters.md.) Speeds above 1 cannot be emulated on the reference machine
-  and run at native speed.
+  and run at native speed. A device's fixed cost per iteration f_i is slept on top.
 - **network, by injected time**: the modelled communication time T_comm(t) of
   :meth:`~dynamix.cluster.costmodel.CostModel.comm_ms` (ring or parameter server, with bandwidths scaled
   by the bandwidth events) is a floor on the measured synchronisation time; after the real
@@ -48,8 +48,7 @@ def fit_spec(spec: ClusterSpec, n_workers: int) -> ClusterSpec:
     log.info("cluster spec %s: using its first %d of %d workers", spec.name, n_workers, spec.n_workers)
     bad = [e for e in spec.events if any(w >= n_workers for w in e.workers)]
     events = tuple(e for e in spec.events if e not in bad)
-    return ClusterSpec(spec.name, spec.seed, spec.architecture, spec.workers[:n_workers], events,
-                       spec.stragglers, spec.jitter)
+    return dataclasses.replace(spec, workers=spec.workers[:n_workers], events=events)
 
 
 class Emulator:
@@ -64,6 +63,7 @@ class Emulator:
         self.arch = dataclasses.replace(spec.architecture, kind=arch, num_servers=num_servers,
                                         **({"server_bandwidth_gbps": 1e4} if shaped else {}))
         self.base_speed = spec.speeds[rank]
+        self.fixed_s = spec.workers[rank].device.fixed_ms / 1e3  # the device's fixed cost per iteration
         # With real shaping (netns + tc tbf) bandwidth is enforced by the kernel: inject latency only.
         self.bandwidth_gbps = np.array([1e4 if shaped else w.bandwidth_gbps for w in spec.workers])
         self.latency_ms = np.array([w.latency_ms for w in spec.workers])
@@ -79,8 +79,8 @@ class Emulator:
         self.comm_floor_s = 1e-3 * self.cost.comm_ms(self.bandwidth_gbps * bw_f, self.latency_ms, self.arch)
 
     def dilate(self, compute_s: float) -> float:
-        """Sleep (1/f - 1) x compute_s; returns the seconds slept."""
-        extra = compute_s * (1.0 / self.speed - 1.0) if self.speed < 1.0 else 0.0
+        """Sleep (1/f - 1) x compute_s plus the device's fixed cost f_i; returns the seconds slept."""
+        extra = (compute_s * (1.0 / self.speed - 1.0) if self.speed < 1.0 else 0.0) + self.fixed_s
         if extra > 0:
             time.sleep(extra)
         return max(extra, 0.0)

@@ -32,11 +32,13 @@ def reference_policy(cfg: Config) -> str:
 
 
 def time_budget_config(cfg: Config, budget_s: float) -> Config:
-    """``cfg`` with runs ending at ``budget_s`` virtual seconds, its epoch budget only a cap."""
+    """``cfg`` with runs ending at ``budget_s`` virtual seconds, its epoch budget only a cap; the
+    learning-rate schedule keeps the nominal epochs as its horizon (``train.schedule_epochs``)."""
     if not budget_s > 0:
         raise ValueError(f"budget_s = {budget_s} is out of range: must be > 0")
     return with_overrides(cfg, {"train": {"max_time_s": float(budget_s), "max_iters": 0,
-                                          "epochs": epoch_cap(cfg, cfg.train.epochs)}})
+                                          "epochs": epoch_cap(cfg, cfg.train.epochs),
+                                          "schedule_epochs": cfg.train.schedule_epochs or cfg.train.epochs}})
 
 
 def budget_time_s(reference: pd.DataFrame) -> float:

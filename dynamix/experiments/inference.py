@@ -1,33 +1,17 @@
 """DYNAMIX against every baseline (paper Sec. V: accuracy vs time, time to target, final accuracy).
 
-For each held-out cluster (``experiments.inference.clusters``), each optimiser workload
-(``optimizers``: SGD at ``optim.lr``, Adam at ``adam_lr``) and each seed, every policy in
-``policies`` trains the experiments' workload on the simulator; ``dynamix`` is the policy of the
-policy_training stage (``<results>/policies/<name>.zip``). ``policies`` holds the whole static sweep
-of the baselines (``static:B`` for every B in ``experiments.baselines.batch_sizes``: the claims compare
-with its median, :func:`check_static_sweep`) and the teacher rule of the agent's warm start,
-``lbbsp:batch=512``, wherever LB-BSP is. ``lbbsp:tuned``, when listed, is LB-BSP tuned as a
-practitioner would: per optimiser, a sweep of its mean per-worker batch (``tune_batches``) on the
-validation clusters ``tune_clusters`` (``tune_seeds`` seeds, the same budget and target rules) picks
-the fastest to target (:mod:`dynamix.evaluation.tuning`), which then runs on the held-out clusters as
-``lbbsp:batch=m x workers``. The held-out clusters play no part in the choice.
+For each held-out cluster (``experiments.inference.clusters``), optimiser workload (``optimizers``:
+SGD at ``optim.lr``, Adam at ``adam_lr``) and seed, every policy in ``policies`` trains the
+experiments' workload on the simulator; ``dynamix`` is the policy_training stage's agent. ``policies``
+holds the whole static sweep of the baselines (the claims compare with its median,
+:func:`check_static_sweep`) and the agent's teacher rule ``lbbsp:batch=512``. ``lbbsp:tuned`` is LB-BSP
+at the per-worker batch a sweep on the validation clusters ``tune_clusters`` finds fastest
+(:mod:`dynamix.evaluation.tuning`); held-out clusters play no part in any choice. Budgets, targets,
+censoring and intervals: ``docs/protocol.md``. Then one end-to-end run of the real engine through the
+gRPC arbitrator (``engine_iters`` iterations on ``engine_cluster``).
 
-Time to target and the run budget follow :mod:`dynamix.evaluation` (one definition for the
-project): per cluster and workload, target = ``rl.target_fraction`` x the best policy's mean final
-accuracy (or ``rl.target_accuracy`` when set); a run's time to target is when its test accuracy first
-reaches it, interpolated between window ends (:func:`dynamix.evaluation.targets.time_to_target`; empty when
-never reached); with ``rl.eval_budget: time`` every run has the
-virtual time the static ``batch.initial`` run needs for ``experiments.epochs`` (:func:`~dynamix.experiments.shared.budgeted`).
-
-Then one end-to-end run of the real engine (``engine_iters`` iterations, 4 torchrun workers emulating
-``engine_cluster``) whose batch sizes come from a gRPC arbitrator on 127.0.0.1 serving
-``engine_policy``; ``summary.json`` records whether every window trained with the decided sizes.
-
-Outputs: ``runs.csv``, ``summary.csv`` (per cluster, optimizer, policy, seed), ``summary.json`` (IQM
-and bootstrap intervals per policy; DYNAMIX's ratios against the median static and every adaptive policy from
-:func:`dynamix.evaluation.compare.compare`; ``tuned``: the sweep's scores, choice and held-out specs),
-``tuning.csv`` (the sweep's runs, :data:`dynamix.evaluation.tuning.TABLE_COLUMNS` plus ``optimizer``; empty
-without ``lbbsp:tuned``), ``engine/`` (the engine run's runs.csv and summary), ``manifest.json``.
+Outputs: ``runs.csv``, ``summary.csv`` (per cluster, optimizer, policy, seed), ``clusters.csv``
+(:func:`cluster_table`), ``summary.json``, ``tuning.csv`` (the sweep's runs), ``engine/``, ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -67,6 +51,26 @@ def check_static_sweep(cfg: Config) -> None:
     if missing:
         raise ValueError(f"experiments.inference.policies lacks {', '.join(missing)}: it must hold static:B for "
                          f"every B in experiments.baselines.batch_sizes {list(cfg.experiments.baselines.batch_sizes)}")
+
+
+CLUSTER_COLUMNS = ["cluster", "kind", "n_workers", "trade_off_index"]
+"""The columns of ``clusters.csv``."""
+
+
+def cluster_table(per_run: pd.DataFrame, specs: list[cluster.ClusterSpec]) -> pd.DataFrame:
+    """Per held-out cluster: its kind, size and measured trade-off index, the mean throughput (samples
+    per virtual second) of the static sweep's largest size over its smallest (:mod:`dynamix.cluster.tradeoff`)."""
+    static = per_run[per_run["policy"].str.startswith("static:")]
+    rows = []
+    for spec in specs:
+        runs = static[static["cluster"] == spec.name]
+        if runs.empty:
+            continue
+        size = runs["policy"].str.split(":").str[1].astype(int)
+        tput = runs.groupby(size)["throughput_samples_per_s"].mean()
+        rows.append({"cluster": spec.name, "kind": spec.kind, "n_workers": spec.n_workers,
+                     "trade_off_index": float(tput[tput.index.max()] / tput[tput.index.min()])})
+    return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
 def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, pd.Series], pd.DataFrame]:
@@ -111,6 +115,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
+    io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
     io.write_csv(sweep.reindex(columns=[*tuning.TABLE_COLUMNS, "optimizer"]), out / "tuning.csv")
     agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg.experiments.ci)
     adaptive = [p for p in dict.fromkeys(per_run["policy"]) if p != "dynamix" and not p.startswith("static")]

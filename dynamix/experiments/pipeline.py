@@ -54,6 +54,7 @@ PUBLISHED = {
     "baselines/summary.csv": "baselines_summary.csv",
     "inference/summary.csv": "inference_summary.csv",
     "inference/tuning.csv": "inference_tuning.csv",
+    "inference/clusters.csv": "clusters.csv",
     "transfer/summary.csv": "transfer_summary.csv",
     "transfer/summary.json": "transfer_summary.json",
     "stage_times.csv": "stage_times.csv",

@@ -18,6 +18,7 @@ against workers.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def scaled(spec: ClusterSpec, n: int) -> ClusterSpec:
         raise ConfigError(f"experiments.scalability.workers entry {n} is out of range: must be >= 1")
     workers = tuple(spec.workers[j % spec.n_workers] for j in range(n))
     events = tuple(e for e in spec.events if all(w < n for w in e.workers))
-    return ClusterSpec(f"{spec.name}-x{n}", spec.seed, spec.architecture, workers, events, spec.stragglers, spec.jitter)
+    return dataclasses.replace(spec, name=f"{spec.name}-x{n}", workers=workers, events=events)
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:

@@ -60,7 +60,8 @@ def training_config(cfg: Config) -> Config:
     if rl.return_shape == "time":  # the time budget ends the episode; epochs only cap it (module docstring)
         epochs = epoch_cap(cfg, epochs)
     return with_overrides(cfg, {"model": {"name": rl.model or cfg.model.name, "width": rl.width or cfg.model.width},
-                                "train": {"epochs": epochs, "max_iters": 0, "eval_every": NO_EVAL}})
+                                "train": {"epochs": epochs, "max_iters": 0, "eval_every": NO_EVAL,
+                                          "schedule_epochs": rl.episode_epochs}})
 
 
 class DynamixEnv(gym.Env):

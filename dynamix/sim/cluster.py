@@ -40,7 +40,7 @@ from dynamix.seeding import derive_seed, seed_everything
 from dynamix.sim.calibrate import load_calibration
 from dynamix.train.core import Trainer
 from dynamix.train.device import compute_settings
-from dynamix.train.loop import budget_progress, eval_subset, total_iterations
+from dynamix.train.loop import eval_subset, schedule_progress, total_iterations
 
 
 def calibrated_cost(cfg: Config) -> CostModel:
@@ -65,6 +65,7 @@ class VirtualCluster:
         self.n_workers = spec.n_workers
         self._speeds = np.array([w.device.speed for w in spec.workers], float)
         self._max_batch = np.array([w.device.max_batch for w in spec.workers], np.int64)
+        self._fixed_ms = np.array([w.device.fixed_ms for w in spec.workers], float)
         self._bandwidth = np.array([w.bandwidth_gbps for w in spec.workers], float)
         self._latency = np.array([w.latency_ms for w in spec.workers], float)
         self.cost = calibrated_cost(cfg) if cost is None else cost
@@ -150,13 +151,13 @@ class VirtualCluster:
                 sums["loss"][i] += s.loss
                 sums["correct"][i] += s.correct
             del grads, agg
-            progress = budget_progress(self.cfg.train, self.trainer.iteration, self.sampler.epochs_done, self.elapsed_s)
+            progress = schedule_progress(self.cfg.train, self.trainer.iteration, self.sampler.epochs_done)
             lr = self.trainer.apply(big_b, lr_scale, progress)
             # virtual time: this iteration's speeds and bandwidths, then the cost model
             speed_f, bw_f = self.dynamics.factors(self.trainer.iteration - 1, self.elapsed_s)
             speeds = self._speeds * speed_f
             cost = self.cost.iteration(b, speeds, self._bandwidth * bw_f, self._latency,
-                                       self.spec.architecture)
+                                       self.spec.architecture, self._fixed_ms)
             self.elapsed_s += cost.iter_ms / 1e3
             sums["compute"] += cost.compute_ms
             sums["wait"] += cost.wait_ms

@@ -53,14 +53,13 @@ def epoch_cap(cfg: Config, epochs: float) -> float:
     return epochs * max(1.0, cfg.batch.max / cfg.batch.initial)
 
 
-def budget_progress(train: TrainConfig, iteration: int, epochs_done: float, elapsed_s: float = 0.0) -> float:
-    """The fraction of a run's budget spent, in [0, 1]: the largest of virtual time / ``max_time_s``
-    (when set) and iterations / ``max_iters`` (when set, else epochs / ``epochs``), the budgets that end
-    a run (:attr:`dynamix.sim.cluster.VirtualCluster.done`)."""
-    parts = [iteration / train.max_iters if train.max_iters else epochs_done / max(train.epochs, 1e-12)]
-    if train.max_time_s:
-        parts.append(elapsed_s / train.max_time_s)
-    return min(1.0, max(parts))
+def schedule_progress(train: TrainConfig, iteration: int, epochs_done: float) -> float:
+    """p of the learning-rate schedule, in [0, 1]: the run's own progress, iterations / ``max_iters``
+    when set, else its epochs over ``schedule_epochs`` (0: ``epochs``). Never virtual time: under a
+    shared time budget every policy would decay at the same second and cross a target together."""
+    if train.max_iters:
+        return min(1.0, iteration / train.max_iters)
+    return min(1.0, epochs_done / max(train.schedule_epochs or train.epochs, 1e-12))
 
 
 def eval_subset(n_test: int, samples: int) -> torch.Tensor:

@@ -11,11 +11,11 @@ The learning rate at iteration t for global batch B is
 - lr_scale: a policy's per-window factor (e.g. AdaScale's gain r, Johnson et al. 2020).
 
 Because batch sizes change at run time, the rule is evaluated every iteration rather than baked
-into a torch scheduler. For the same reason p is the fraction of the run's *budget* spent where the
-caller knows it (the simulator: virtual time, samples or iterations, whichever ends the run first,
-:func:`dynamix.train.loop.budget_progress`), so a policy that takes larger batches, and so fewer
-iterations, still decays to zero at the end of its budget; otherwise p = t / T over the T iterations
-the run would take at its initial batch.
+into a torch scheduler. For the same reason p is the run's own progress in samples where the caller
+knows it (the simulator: epochs seen over the schedule's horizon, or iterations over ``max_iters``,
+:func:`dynamix.train.loop.schedule_progress`), so a policy that takes larger batches, and so fewer
+iterations, decays as it works through its epochs, as the paper's training recipes do; otherwise
+p = t / T over the T iterations the run would take at its initial batch.
 """
 
 from __future__ import annotations
