@@ -34,7 +34,7 @@ from dynamix import cluster as clusters
 from dynamix import io
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
-from dynamix.config import Config, DataConfig
+from dynamix.config import Config, DataConfig, with_overrides
 from dynamix.data import load_cifar10
 from dynamix.evaluation.budget import budget_time_s, check_budget, reference_policy, time_budget_config
 from dynamix.evaluation.cache import cached_run
@@ -82,17 +82,24 @@ def _dataset(data_cfg: DataConfig):
     return load_cifar10(data_cfg)
 
 
-def simulate_task(task: SimTask, cost: CostModel | None = None, cache: Path | None = None) -> pd.DataFrame:
-    """The simulator's rows of one task (read back from ``cache`` when it ran before). ``cost``
-    overrides the calibrated cost model of ``task.cfg``."""
+def simulate_task(task: SimTask, cost: CostModel, cache: Path | None = None) -> pd.DataFrame:
+    """The simulator's rows of one task (read back from ``cache`` when it ran before), timed by ``cost``."""
     if task.cfg.train.threads:
         torch.set_num_threads(task.cfg.train.threads)
     policy = make_policy(task.policy)
     data = _dataset(task.cfg.data)
-    if cache is not None and cost is None:
-        cost = calibrated_cost(task.cfg)  # the cache key names the cost model
     return cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: simulate(
         task.spec, task.cfg, policy, task.seed, progress=False, data=data, cost=cost))
+
+
+def workload_costs(tasks: Sequence[SimTask]) -> list[CostModel]:
+    """Each task's calibrated cost model, looked up once per workload (model and width)."""
+    models: dict[tuple[str, float], CostModel] = {}
+    for t in tasks:
+        key = (t.cfg.model.name, t.cfg.model.width)
+        if key not in models:
+            models[key] = calibrated_cost(t.cfg)
+    return [models[(t.cfg.model.name, t.cfg.model.width)] for t in tasks]
 
 
 def log_progress(bar: tqdm) -> None:
@@ -111,24 +118,25 @@ def log_progress(bar: tqdm) -> None:
 
 def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost: CostModel | None = None,
               cache: Path | None = None, progress: bool = True) -> list[pd.DataFrame]:
-    """Every task's rows (:func:`simulate_task`), in task order. With ``jobs > 1`` the tasks run in
-    ``jobs`` spawned processes, each task's config set to one torch thread (``train.threads = 1``).
-    Progress: a tqdm bar and, for logs, :func:`log_progress` after every run."""
+    """Every task's rows (:func:`simulate_task`), in task order. ``cost`` times every task; None: each
+    workload's calibrated cost model, resolved here once per workload, not once per task. With
+    ``jobs > 1`` the tasks run in ``jobs`` spawned processes, each task's config set to one torch thread
+    (``train.threads = 1``). Progress: a tqdm bar and, for logs, :func:`log_progress` after every run."""
     if not tasks:
         raise ValueError("no runs to simulate: check the policies, clusters and seeds")
+    costs = [cost] * len(tasks) if cost is not None else workload_costs(tasks)
     bar = tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress)
     frames: list[pd.DataFrame | None] = [None] * len(tasks)
     if jobs <= 1:
         for i, task in enumerate(tasks):
-            frames[i] = simulate_task(task, cost, cache)
+            frames[i] = simulate_task(task, costs[i], cache)
             bar.update()
             log_progress(bar)
     else:
-        one_thread = [dataclasses.replace(t, cfg=dataclasses.replace(t.cfg, train=dataclasses.replace(
-            t.cfg.train, threads=1))) for t in tasks]
+        one_thread = [dataclasses.replace(t, cfg=with_overrides(t.cfg, {"train": {"threads": 1}})) for t in tasks]
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(simulate_task, t, cost, cache): i for i, t in enumerate(one_thread)}
+            futures = {pool.submit(simulate_task, t, costs[i], cache): i for i, t in enumerate(one_thread)}
             for fut in as_completed(futures):
                 frames[futures[fut]] = fut.result()
                 bar.update()
