@@ -2,11 +2,11 @@
 
     .venv/bin/python benchmarks/bench_sim_validate.py [--batch-size 64] [--iters 40] [--window 10] [--out DIR]
 
-Runs :func:`dynamix.sim.validate.validate` on the default cases (2 and 4 workers, each homogeneous
+Runs :func:`dynamix.evaluation.validate_sim.validate` on the default cases (2 and 4 workers, each homogeneous
 and with one third-speed worker): per case the engine calibrates itself at b/2 and 2b, runs the case
 on real torch.distributed workers, calibrates again, and the simulator predicts the same run from
 those calibrations (docs/clusters.md). The error is 100 (predicted - measured) / measured; the
-README's bar is |error| <= 15 % (``dynamix.sim.validate.TOLERANCE_PCT``). A timing measurement: it
+README's bar is |error| <= 15 % (``dynamix.evaluation.validate_sim.TOLERANCE_PCT``). A timing measurement: it
 moves with the host's load (run it on a quiet machine), which is why no test asserts it.
 
 The last line is one JSON object: each case's ``error_pct``, ``max_abs_error_pct`` (the goal metric),
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from dynamix import config
-from dynamix.sim.validate import TOLERANCE_PCT, default_cases, validate
+from dynamix.evaluation.validate_sim import TOLERANCE_PCT, default_cases, validate
 
 
 def main() -> None:

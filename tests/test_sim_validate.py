@@ -13,7 +13,7 @@ from dynamix.cluster.costmodel import CostModel
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy
 from dynamix.sim.run import simulate
-from dynamix.sim.validate import (TOLERANCE_PCT, Case, Measurement, case_config, compare_case, default_cases,
+from dynamix.evaluation.validate_sim import (TOLERANCE_PCT, Case, Measurement, case_config, compare_case, default_cases,
                                   validate)
 
 ITERS, WINDOW = 8, 4

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dynamix.sim.validate import default_cases, validate
+    from dynamix.evaluation.validate_sim import default_cases, validate
 
     cfg = config.load(args.params, args.profile, args.overrides)
     table = validate(cfg, args.out, default_cases(args.batch_size), args.iters, args.window)

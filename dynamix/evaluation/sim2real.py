@@ -10,7 +10,7 @@ seed, twice:
   speeds emulated by time dilation, communication by the cost model's floor), batch sizes served by a
   gRPC arbitrator on loopback (:func:`dynamix.rpc.local.local_server`), time = wall clock;
 - on the simulator (:func:`dynamix.sim.run.simulate`), its compute constants measured by the engine's
-  own workers (:func:`dynamix.sim.validate.engine_calibration`, at b/2 and 2b around ``batch.initial``)
+  own workers (:func:`dynamix.evaluation.validate_sim.engine_calibration`, at b/2 and 2b around ``batch.initial``)
   and the host's noise added to the spec's jitter, as ``dynamix validate-sim`` does.
 
 Per backend the target is ``rl.target_fraction`` x the best policy's mean final accuracy
@@ -48,7 +48,7 @@ from dynamix.evaluation.targets import censored_time, set_targets
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy
 from dynamix.sim.run import simulate
-from dynamix.sim.validate import engine_calibration
+from dynamix.evaluation.validate_sim import engine_calibration
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@
 - :mod:`dynamix.sim.calibrate`: measures a_m, c_m on this machine (``dynamix calibrate``);
 - :mod:`dynamix.sim.cluster`: :class:`VirtualCluster`, k real iterations per window in one process,
   timed by the cost model under the spec's :mod:`dynamix.cluster.dynamics`;
-- :mod:`dynamix.sim.run`: :func:`simulate`, a whole run under a policy (``dynamix simulate``);
-- :mod:`dynamix.sim.validate`: the simulator against the engine on the same clusters.
+- :mod:`dynamix.sim.run`: :func:`simulate`, a whole run under a policy (``dynamix simulate``).
+
+The simulator against the engine is an evaluation: :mod:`dynamix.evaluation.validate_sim`.
 """

@@ -18,7 +18,7 @@ standard deviation of log t: the same quantity as a cluster spec's ``jitter``). 
 machine's cores) on ``device`` (``train.device``: ``auto`` is CUDA when available; CUDA timings wait
 for the queued kernels with ``torch.cuda.synchronize``); device profiles in
 :data:`dynamix.cluster.DEVICE_PROFILES` are speeds relative to this measurement. (To predict engine
-runs of N co-located workers on this machine, :mod:`dynamix.sim.validate` calibrates with the engine
+runs of N co-located workers on this machine, :mod:`dynamix.evaluation.validate_sim` calibrates with the engine
 itself instead.)
 
 The result lives in ``results/calibration/<model>.json`` (``<model>-w<width>.json`` when width != 1).
