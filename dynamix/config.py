@@ -178,6 +178,9 @@ class EngineConfig:
     # TCP retransmission counter: tcp_info (this worker's own sockets) or ebpf (bpftrace on the
     # tcp:tcp_retransmit_skb tracepoint; needs root and tracefs, falls back to tcp_info with one log line)
     retrans: str = setting("tcp_info", one_of("tcp_info", "ebpf"))
+    # gradient compression: none, or lhc (lossless homomorphic, :mod:`dynamix.comm`; exact up to float
+    # summation order, pays off on sparse gradients such as the embedding model ncf's)
+    compression: str = setting("none", one_of("none", "lhc"))
 
 
 @dataclass(frozen=True)

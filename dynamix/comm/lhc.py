@@ -127,6 +127,12 @@ class Stats:
     encode_s: float = 0.0  # bitmap + sketch
     decode_s: float = 0.0  # plan (sizing, structural peel) + peel replay
 
+    def dense(self, nbytes: int) -> None:
+        """Count one uncompressed reduction of ``nbytes``."""
+        self.reductions += 1
+        self.bytes_sent += nbytes
+        self.dense_bytes += nbytes
+
     def take(self) -> "Stats":
         """The totals so far; the running totals restart."""
         out = Stats(**vars(self))

@@ -76,7 +76,8 @@ class Emulator:
         """Fix this iteration's speed and communication floor."""
         speed_f, bw_f = self.dynamics.factors(iteration, time_s)
         self.speed = self.base_speed * float(speed_f[self.rank])
-        self.comm_floor_s = 1e-3 * self.cost.comm_ms(self.bandwidth_gbps * bw_f, self.latency_ms, self.arch)
+        self._bandwidth_now = self.bandwidth_gbps * bw_f
+        self.comm_floor_s = 1e-3 * self.cost.comm_ms(self._bandwidth_now, self.latency_ms, self.arch)
 
     def dilate(self, compute_s: float) -> float:
         """Sleep (1/f - 1) x compute_s; returns the seconds slept."""
@@ -85,8 +86,15 @@ class Emulator:
             time.sleep(extra)
         return max(extra, 0.0)
 
-    def pad_comm(self, measured_s: float) -> float:
-        """Sleep until the synchronisation has taken the modelled T_comm; returns the seconds slept."""
+    def pad_comm(self, measured_s: float, sent_bytes: int | None = None) -> float:
+        """Sleep until the synchronisation has taken the modelled T_comm; returns the seconds slept.
+
+        ``sent_bytes``: what this reduction put on the wire when it differs from the full gradient
+        (compression), so the modelled network carries the compressed bytes.
+        """
+        if sent_bytes is not None and sent_bytes != self.cost.gradient_bytes:
+            cost = dataclasses.replace(self.cost, gradient_bytes=sent_bytes)
+            self.comm_floor_s = 1e-3 * cost.comm_ms(self._bandwidth_now, self.latency_ms, self.arch)
         extra = self.comm_floor_s - measured_s
         if extra > 0:
             time.sleep(extra)
