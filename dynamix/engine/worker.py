@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from dynamix import cluster as cluster_mod
 from dynamix.config import Config, ConfigError
 from dynamix.csvlog import append_rows, truncate_rows
-from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
+from dynamix.data import BatchMaker, GlobalSampler, load_dataset
 from dynamix.engine.decisions import DecisionSource, make_source
 from dynamix.engine.hetero import Emulator, fit_spec
 from dynamix.comm import Codec
@@ -167,10 +167,10 @@ class Engine:
         self.state = checkpoint.load(self.out / CHECKPOINT, expect=self._expect()) if self.out else None
         if self.is_server:
             return
-        data = load_cifar10(cfg.data)
+        data = load_dataset(cfg.data)
         self.n_train = len(data.train_y)
         self.sampler = GlobalSampler(self.n_train, cfg.train.seed)
-        self.maker = BatchMaker(data.train_x, data.train_y, cfg.data.augment,
+        self.maker = BatchMaker(data.train_x, data.train_y, cfg.data.augment and data.augmentable,
                                 derive_seed(cfg.train.seed, "worker", self.rank))
         test_idx = eval_subset(len(data.test_y), cfg.train.eval_samples)
         mine = test_idx[self.rank :: n]  # sharded evaluation
