@@ -48,6 +48,8 @@ def _samples(n: int, gen: torch.Generator, user_group: torch.Tensor, item_group:
     items = torch.randint(0, ITEMS, (n,), generator=gen)  # negatives
     for g in range(GROUPS):  # positives, per taste group
         sel = (label & (user_group[users] == g)).nonzero().squeeze(1)
+        if not len(sel):
+            continue
         weights = popularity * torch.where(item_group == g, AFFINITY, 1.0)
         items[sel] = torch.multinomial(weights, len(sel), replacement=True, generator=gen)
     return torch.stack([users, items], 1), label.long()
