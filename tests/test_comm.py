@@ -8,25 +8,24 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dynamix.comm import BUCKET, Codec, bitmap, counters, make_plan
+from dynamix.comm import BUCKET, Codec, bitmap, counters, make_plan, reduce_in_process
 from dynamix.comm.hashing import positions_and_signs
 from dynamix.comm.peel import schedule
 
 
-def aggregate(grads: list[torch.Tensor], seed: int = 11) -> tuple[torch.Tensor, list[Codec], object]:
-    """The LHC reduction of ``grads`` as every rank would run it; returns rank 0's decoded sum."""
-    n = grads[0].numel()
-    codecs = [Codec(seed) for _ in grads]
-    merged = codecs[0].index(grads[0])
-    for c, g in zip(codecs[1:], grads[1:]):
-        merged = merged | c.index(g)
-    plans = [c.plan(merged, n) for c in codecs[:2]]  # deterministic: two ranks stand for all
-    total = torch.stack([c.encode(g, plans[0]) for c, g in zip(codecs, grads)]).sum(0)
-    outs = [torch.full_like(grads[0], float("nan")) for _ in grads[:2]]
-    for c, p, o in zip(codecs, plans, outs):
-        c.decode(total.clone(), p, o)
-    assert torch.equal(outs[0], outs[-1])  # every rank decodes the same bits
-    return outs[0], codecs, plans[0]
+def aggregate(grads: list[torch.Tensor], seed: int = 11) -> tuple[torch.Tensor, Codec, object]:
+    """The LHC reduction of ``grads`` as the ranks run it; a second rank's plan and decode must agree."""
+    out, codec = reduce_in_process(grads, seed)
+    other = Codec(seed)
+    merged = other.index(grads[0])
+    for g in grads[1:]:
+        merged |= other.index(g)
+    plan = other.plan(merged, grads[0].numel())
+    total = sum(other.encode(g, plan) for g in grads)
+    again = torch.full_like(out, float("nan"))
+    other.decode(total, plan, again)
+    assert torch.equal(out, again)  # every rank decodes the same bits
+    return out, codec, plan
 
 
 def sparse(n: int, density: float, gen: torch.Generator, values: str = "int",
@@ -45,13 +44,12 @@ def test_decoded_sum_is_bit_exact_for_exactly_representable_sums(workers, densit
     gen = torch.Generator().manual_seed(workers * 1000 + int(density * 1e4))
     n = BUCKET + 1000  # a short last bucket
     grads = [sparse(n, density, gen) for _ in range(workers)]
-    out, codecs, plan = aggregate(grads)
+    out, codec, plan = aggregate(grads)
     assert torch.equal(out, torch.stack(grads).sum(0))
     merged = torch.stack(grads).ne(0).any(0)
     too_large = [int(counters(int(merged[lo:lo + BUCKET].sum()))) >= min(BUCKET, n - lo) for lo in (0, BUCKET)]
     assert plan.n_counters > 0 and plan.fallbacks == sum(too_large)  # dense only where the sketch is not smaller
-    s = codecs[0].stats
-    assert s.bytes_sent < s.dense_bytes  # it compressed
+    assert codec.stats.bytes_sent < codec.stats.dense_bytes  # it compressed
 
 
 @pytest.mark.parametrize("workers", [2, 8, 32])
@@ -89,7 +87,7 @@ def test_dense_fallback_when_the_sketch_would_not_be_smaller_and_result_is_still
     merged = torch.stack(grads).ne(0).any(0)
     m2 = int(merged[2 * BUCKET : 3 * BUCKET].sum())
     assert counters(m2) >= BUCKET  # the rule would need a sketch at least as large as the bucket
-    out, codecs, plan = aggregate(grads)
+    out, _, plan = aggregate(grads)
     assert torch.equal(out, torch.stack(grads).sum(0))
     assert plan.dense == [(BUCKET, 2 * BUCKET), (2 * BUCKET, 3 * BUCKET)] and plan.fallbacks == 2
 
@@ -135,7 +133,7 @@ def test_peeling_threshold_is_where_the_literature_puts_it():
 
 
 def test_empty_and_all_zero_gradients():
-    out, codecs, plan = aggregate([torch.zeros(1000), torch.zeros(1000)])
+    out, _, plan = aggregate([torch.zeros(1000), torch.zeros(1000)])
     assert torch.equal(out, torch.zeros(1000)) and plan.message_len == 0
 
 

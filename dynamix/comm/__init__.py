@@ -21,4 +21,4 @@ each element's column, which makes every column an independent peeling problem o
 own within its bucket's sketch, one large peeling graph per bucket with a sharp threshold.
 """
 
-from dynamix.comm.lhc import BUCKET, Codec, Plan, Stats, counters, make_plan  # noqa: F401
+from dynamix.comm.lhc import BUCKET, Codec, Plan, Stats, counters, make_plan, reduce_in_process  # noqa: F401

@@ -191,3 +191,20 @@ class Codec:
             out[lo:hi] = msg[at : at + hi - lo]
             at += hi - lo
         self.stats.decode_s += time.perf_counter() - t
+
+
+def reduce_in_process(grads: list[torch.Tensor], seed: int) -> tuple[torch.Tensor, Codec]:
+    """The LHC reduction of the workers' gradients in one process, as the ranks run it (the simulator
+    and tests): the decoded sum, and rank 0's codec, whose stats are one worker's bytes and time."""
+    first, rest = Codec(seed), Codec(seed)
+    n = grads[0].numel()
+    merged = first.index(grads[0])
+    for g in grads[1:]:
+        merged |= rest.index(g)
+    plan = first.plan(merged, n)
+    total = first.encode(grads[0], plan)
+    for g in grads[1:]:
+        total += rest.encode(g, plan)
+    out = torch.empty_like(grads[0])
+    first.decode(total, plan, out)
+    return out, first

@@ -56,11 +56,11 @@ class Emulator:
     """Rank ``rank``'s slowdown and network floor, iteration by iteration."""
 
     def __init__(self, spec: ClusterSpec, rank: int, gradient_bytes: int, arch: str, num_servers: int = 1,
-                 shaped: bool = False) -> None:
+                 shaped: bool = False, collectives: int = 1) -> None:
         self.spec = spec
         self.rank = rank
         self.dynamics = ClusterDynamics(spec)
-        self.cost = CostModel(a_ms=1.0, c_ms_per_sample=0.0, gradient_bytes=gradient_bytes)
+        self.cost = CostModel(a_ms=1.0, c_ms_per_sample=0.0, gradient_bytes=gradient_bytes, collectives=collectives)
         self.arch = dataclasses.replace(spec.architecture, kind=arch, num_servers=num_servers,
                                         **({"server_bandwidth_gbps": 1e4} if shaped else {}))
         self.base_speed = spec.speeds[rank]
@@ -93,7 +93,7 @@ class Emulator:
         (compression), so the modelled network carries the compressed bytes.
         """
         if sent_bytes is not None and sent_bytes != self.cost.gradient_bytes:
-            cost = dataclasses.replace(self.cost, gradient_bytes=sent_bytes)
+            cost = dataclasses.replace(self.cost, wire_fraction=sent_bytes / self.cost.gradient_bytes)
             self.comm_floor_s = 1e-3 * cost.comm_ms(self._bandwidth_now, self.latency_ms, self.arch)
         extra = self.comm_floor_s - measured_s
         if extra > 0:

@@ -195,7 +195,7 @@ class Engine:
         if spec is not None:
             spec = fit_spec(spec, n)
             self.emulator = Emulator(spec, self.rank, self.flat.nbytes, cfg.engine.arch, max(S, 1),
-                                     shaped=self.shaped)
+                                     shaped=self.shaped, collectives=2 if cfg.engine.compression == "lhc" else 1)
         # Seconds spent collecting metrics (gradient statistics, system counters; not the window
         # all-gather, which decisions need anyway) and in iterations: their ratio is the overhead.
         self.metrics_s = 0.0
