@@ -181,10 +181,13 @@ class Codec:
         return msg
 
     def decode(self, msg: torch.Tensor, plan: Plan, out: torch.Tensor) -> None:
-        """Write the summed gradient into ``out`` from the summed message (consumed)."""
+        """Write the summed gradient into ``out`` from the summed message (consumed).
+
+        ``out`` must be zero outside the merged support, as the encoded gradient is (its support is
+        part of the merge): decoding in place writes only the merged non-zeros and dense buckets.
+        """
         t = time.perf_counter()
         values = replay(plan.sched, plan.pos, plan.sign, msg[: plan.n_counters])
-        out.zero_()
         out[plan.items] = values
         at = plan.n_counters
         for lo, hi in plan.dense:
@@ -205,6 +208,6 @@ def reduce_in_process(grads: list[torch.Tensor], seed: int) -> tuple[torch.Tenso
     total = first.encode(grads[0], plan)
     for g in grads[1:]:
         total += rest.encode(g, plan)
-    out = torch.empty_like(grads[0])
+    out = grads[0].clone()
     first.decode(total, plan, out)
     return out, first
