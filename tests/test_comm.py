@@ -5,6 +5,8 @@ Workers are simulated in one process: their messages are summed as an all-reduce
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -100,7 +102,7 @@ def test_a_bucket_that_cannot_peel_goes_dense_and_stays_exact(monkeypatch):
 
     def unpeelable(pos, n_counters):
         s = real(pos, n_counters)
-        return type(s)(s.items, s.hash_k, torch.ones_like(s.unpeeled))
+        return dataclasses.replace(s, unpeeled=torch.ones_like(s.unpeeled))
 
     monkeypatch.setattr(lhc, "schedule", unpeelable)
     gen = torch.Generator().manual_seed(9)

@@ -19,10 +19,13 @@ import torch
 
 @dataclass(frozen=True)
 class Schedule:
-    """Peeling rounds: ``items[r]`` peel in round r from column ``hash_k[r]`` of their positions."""
+    """Peeling rounds: ``items[r]`` peel in round r, each read from counter ``read[r]`` (its pure
+    counter, hash ``hash_k[r]``), and touch the counters ``touch[r]`` [p, 3]."""
 
     items: list[torch.Tensor]
     hash_k: list[torch.Tensor]
+    read: list[torch.Tensor]
+    touch: list[torch.Tensor]
     unpeeled: torch.Tensor  # bool [m]: items no round peeled (their buckets must go dense)
 
 
@@ -31,31 +34,42 @@ def schedule(pos: torch.Tensor, n_counters: int) -> Schedule:
 
     As in an invertible Bloom lookup table, each counter keeps its count of unpeeled items and the
     sum of their ids, so a pure counter names its item; a round touches only the counters that
-    became pure in the previous one (O(m) work in all).
+    became pure in the previous one (O(m) work in all). Duplicates are dropped by first occurrence
+    (``scatter_reduce`` amin), so the schedule is deterministic on every rank.
     """
     m = pos.shape[0]
+    dev = pos.device
     flat = pos.reshape(-1)
-    ids = torch.arange(m, device=pos.device).repeat_interleave(3)
     count = torch.bincount(flat, minlength=n_counters)
-    idsum = torch.zeros(n_counters, dtype=torch.int64, device=pos.device).index_add_(0, flat, ids)
+    idsum = torch.zeros(n_counters, dtype=torch.int64, device=dev).index_add_(
+        0, flat, torch.arange(m, device=dev).repeat_interleave(3))
+    first = torch.full((n_counters,), 1 << 62, dtype=torch.int64, device=dev)
     pure = (count == 1).nonzero().squeeze(1)
-    peeled = torch.zeros(m, dtype=torch.bool, device=pos.device)
-    items, ks = [], []
+    items, ks, reads, touches = [], [], [], []
     while pure.numel():
         cand = idsum[pure]
+        pc = pos[cand]
         # an item alone in several counters peels once, from the first of them
-        k = (count[pos[cand]] == 1).to(torch.int8).argmax(1)
-        first = pos[cand].gather(1, k[:, None]).squeeze(1) == pure
-        it, k = cand[first], k[first]
+        k = (count[pc] == 1).to(torch.int8).argmax(1)
+        read = pc.gather(1, k[:, None]).squeeze(1)
+        keep = read == pure
+        it, k, read, pc = cand[keep], k[keep], read[keep], pc[keep]
         items.append(it)
         ks.append(k)
-        peeled[it] = True
-        p = pos[it].reshape(-1)
+        reads.append(read)
+        touches.append(pc)
+        p = pc.reshape(-1)
         count.index_add_(0, p, torch.full_like(p, -1))
         idsum.index_add_(0, p, -it.repeat_interleave(3))
         touched = p[count[p] == 1]
-        pure = torch.unique(touched)
-    return Schedule(items, ks, ~peeled)
+        order = torch.arange(touched.numel(), device=dev)
+        first.scatter_reduce_(0, touched, order, reduce="amin")
+        pure = touched[first[touched] == order]
+        first[touched] = 1 << 62
+    peeled = torch.zeros(m, dtype=torch.bool, device=dev)
+    for it in items:
+        peeled[it] = True
+    return Schedule(items, ks, reads, touches, ~peeled)
 
 
 def replay(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch.Tensor) -> torch.Tensor:
@@ -65,9 +79,9 @@ def replay(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch
     item), so reading all of a round's counters before subtracting any is the sequential peel.
     """
     values = torch.zeros(pos.shape[0], dtype=sketch.dtype, device=sketch.device)
-    for it, k in zip(sched.items, sched.hash_k):
-        p, s = pos[it], sign[it].to(sketch.dtype)
-        v = sketch[p.gather(1, k[:, None]).squeeze(1)] * s.gather(1, k[:, None]).squeeze(1)
+    for it, k, read, touch in zip(sched.items, sched.hash_k, sched.read, sched.touch):
+        s = sign[it].to(sketch.dtype)
+        v = sketch[read] * s.gather(1, k[:, None]).squeeze(1)
         values[it] = v
-        sketch.index_add_(0, p.reshape(-1), (s * -v[:, None]).reshape(-1))
+        sketch.index_add_(0, touch.reshape(-1), (s * -v[:, None]).reshape(-1))
     return values
