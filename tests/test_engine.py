@@ -18,7 +18,7 @@ from dynamix.engine.decisions import LocalPolicySource
 from dynamix.engine.launch import build_torchrun_command, world_size
 from dynamix.engine.sync import FlatBuffers, shard_bounds
 from dynamix.engine.world import spawn_world
-from helpers.engine import reference_gradients
+from helpers.engine import one_step_rank, reference_gradients
 from dynamix.engine.worker import Engine
 from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.models import build_model
@@ -37,22 +37,6 @@ def tiny_cfg(*extra: str) -> Config:
 # ------------------------------------------------------------------------------------------------
 
 
-def _one_step_rank(rank: int, cfg_dict: dict, sizes: tuple[int, ...]):
-    """One engine iteration; ring: the global gradient in .grad; PS: parameters before and after."""
-    eng = Engine(config_mod.build(Config, cfg_dict), None, initial_sizes=sizes)
-    if eng.is_server:
-        eng.serve()
-        return None
-    eng.start()
-    before = [p.detach().clone() for p in eng.model.parameters()]
-    eng.step(sizes)
-    grads = [p.grad.detach().clone() for p in eng.model.parameters()]
-    after = [p.detach().clone() for p in eng.model.parameters()]
-    views_ok = all(p.grad.data_ptr() >= eng.flat.grad.data_ptr() for p in eng.model.parameters())
-    eng.finish()
-    return {"before": before, "after": after, "grads": grads, "views_ok": views_ok}
-
-
 def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
@@ -60,7 +44,7 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 def test_ring_gradient_of_unequal_batches_equals_union_batch_gradient():
     cfg = tiny_cfg("engine.arch=ring")
     sizes = (16, 48)
-    out = spawn_world(_one_step_rank, 2, cfg.to_dict(), sizes)
+    out = spawn_world(one_step_rank, 2, cfg.to_dict(), sizes)
     weighted, union = reference_gradients(cfg, sizes)
     for r in out:
         assert r["views_ok"]
@@ -74,7 +58,7 @@ def test_parameter_server_gradient_equals_union_batch_gradient():
     # lr = 1, no momentum, no decay: the server's step is theta_1 = theta_0 - g exactly.
     cfg = tiny_cfg("engine.arch=ps", "optim.lr=1.0", "optim.momentum=0.0")
     sizes = (16, 48)
-    out = spawn_world(_one_step_rank, 3, cfg.to_dict(), sizes)
+    out = spawn_world(one_step_rank, 3, cfg.to_dict(), sizes)
     _, union = reference_gradients(cfg, sizes)
     for r in out[:2]:
         grad = [b - a for b, a in zip(r["before"], r["after"])]

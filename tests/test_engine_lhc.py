@@ -15,7 +15,7 @@ from dynamix import config as config_mod
 from dynamix.config import Config
 from dynamix.engine.launch import run_local
 from dynamix.engine.world import spawn_world
-from helpers.engine import reference_gradients
+from helpers.engine import one_step_rank, reference_gradients
 
 NCF = ["model.name=ncf", "data.dataset=interactions", "data.augment=false", "train.eval_samples=600",
        "train.threads=1", "optim.lr=0.2"]
@@ -23,22 +23,6 @@ NCF = ["model.name=ncf", "data.dataset=interactions", "data.augment=false", "tra
 
 def ncf_cfg(*extra: str) -> Config:
     return config_mod.load(profile="smoke", overrides=NCF + list(extra))
-
-
-def _one_step_rank(rank: int, cfg_dict: dict, sizes: tuple[int, ...]):
-    from dynamix.engine.worker import Engine
-
-    eng = Engine(config_mod.build(Config, cfg_dict), None, initial_sizes=sizes)
-    if eng.is_server:
-        eng.serve()
-        return None
-    eng.start()
-    before = [p.detach().clone() for p in eng.model.parameters()]
-    eng.step(sizes)
-    after = [p.detach().clone() for p in eng.model.parameters()]
-    stats = eng.sync.stats.take()
-    eng.finish()
-    return {"update": [b - a for b, a in zip(before, after)], "stats": stats}
 
 
 @pytest.mark.parametrize("arch,nproc", [("ring", 2), ("ps", 3)])
@@ -49,10 +33,11 @@ def test_one_lhc_step_applies_the_union_batch_gradient(arch, nproc):
     """
     sizes = (16, 48)
     cfg = ncf_cfg(f"engine.arch={arch}", "engine.compression=lhc", "optim.momentum=0.0", "optim.weight_decay=0.0")
-    out = spawn_world(_one_step_rank, nproc, cfg.to_dict(), sizes)
+    out = spawn_world(one_step_rank, nproc, cfg.to_dict(), sizes)
     _, union = reference_gradients(cfg, sizes)
     for r in out[:2]:
-        assert max(float((u / 0.2 - g).abs().max()) for u, g in zip(r["update"], union)) <= 1e-5
+        update = [b - a for b, a in zip(r["before"], r["after"])]
+        assert max(float((u / 0.2 - g).abs().max()) for u, g in zip(update, union)) <= 1e-5
         assert r["stats"].bytes_sent < r["stats"].dense_bytes / 5
     assert max(float(g.abs().max()) for g in union) > 1e-3  # the gradient is not trivially zero
 

@@ -1,8 +1,9 @@
 """The merged non-zero index: one bit per gradient element, packed eight to a byte.
 
-Workers OR their bitmaps (``ReduceOp.BOR`` on uint8, which gloo and NCCL both reduce), so after one
-collective every rank knows the union of the workers' non-zero positions. The public LHC kernels
-sum 4-bit counters instead because NCCL's all-reduce had no OR; a bit is 1/32 of an fp32 element.
+Workers OR their bitmaps (``ReduceOp.BOR`` on uint8, which gloo reduces), so after one collective
+every rank knows the union of the workers' non-zero positions; a bit is 1/32 of an fp32 element.
+NCCL has no bitwise reduction: the public LHC kernels sum 4-bit counters instead (1/8), which this
+module does not implement, so the engine refuses ``lhc`` on NCCL.
 
 Packing reads 8 bools as one int64 (one byte each, 0 or 1) and gathers them with one
 multiplication: byte j of x lands in bit j of the top byte of x * 0x0102040810204080 (no

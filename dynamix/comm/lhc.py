@@ -86,12 +86,12 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     size), so each attempt tests the buckets still pending, and the sizes that peeled keep peeling
     in the final layout.
     """
-    n_buckets = max(math.ceil(n / BUCKET), 1)
-    bucket_len = torch.full((n_buckets,), BUCKET, dtype=torch.int64)
+    n_buckets, dev = max(math.ceil(n / BUCKET), 1), nz.device
+    bucket_len = torch.full((n_buckets,), BUCKET, dtype=torch.int64, device=dev)
     bucket_len[-1] = n - BUCKET * (n_buckets - 1)
     m_b = torch.bincount(nz // BUCKET, minlength=n_buckets)
-    sizes = torch.zeros(n_buckets, dtype=torch.int64)  # final counters per bucket, 0 = not sketched
-    chosen = torch.zeros(n_buckets, dtype=torch.int64)  # the attempt whose size and hashes peeled
+    sizes = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # final counters per bucket, 0 = not sketched
+    chosen = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # the attempt whose size and hashes peeled
     pending = m_b > 0
     first = None
     for attempt in range(ATTEMPTS):
@@ -101,7 +101,7 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
             break
         test = torch.where(pending, trial, 0)
         items, pos, sign, sched = _sketch(nz, test, torch.full_like(test, attempt), seed)
-        failed = torch.zeros(n_buckets, dtype=torch.bool)
+        failed = torch.zeros(n_buckets, dtype=torch.bool, device=dev)
         failed[items[sched.unpeeled] // BUCKET] = True
         sizes = torch.where(pending & ~failed, trial, sizes)
         chosen = torch.where(pending & ~failed, attempt, chosen)

@@ -150,6 +150,9 @@ class Engine:
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        if cfg.engine.compression == "lhc" and dist.get_backend() == "nccl":
+            raise ConfigError("engine.compression = 'lhc' ORs bitmaps, which NCCL cannot reduce: use "
+                              "engine.backend gloo (or train.device cpu), or engine.compression none")
         self.layout = Layout.for_world(cfg, self.world)
         n, S = self.layout.n_workers, self.layout.n_servers
         torch.set_num_threads(_threads(cfg, self.world))

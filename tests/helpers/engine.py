@@ -23,6 +23,27 @@ from dynamix.seeding import seed_everything
 from dynamix.train.core import Trainer
 
 
+def one_step_rank(rank: int, cfg_dict: dict, sizes: tuple[int, ...]) -> dict | None:
+    """One engine iteration (a ``spawn_world`` rank): parameters before and after, the gradient in
+    ``.grad`` (ring: the global one), whether ``.grad`` views the flat buffer, the reduction's stats."""
+    from dynamix.config import build
+    from dynamix.engine.worker import Engine
+
+    eng = Engine(build(Config, cfg_dict), None, initial_sizes=sizes)
+    if eng.is_server:
+        eng.serve()
+        return None
+    eng.start()
+    before = [p.detach().clone() for p in eng.model.parameters()]
+    eng.step(sizes)
+    grads = [p.grad.detach().clone() for p in eng.model.parameters()]
+    after = [p.detach().clone() for p in eng.model.parameters()]
+    views_ok = all(p.grad.data_ptr() >= eng.flat.grad.data_ptr() for p in eng.model.parameters())
+    stats = eng.sync.stats.take()
+    eng.finish()
+    return {"before": before, "after": after, "grads": grads, "views_ok": views_ok, "stats": stats}
+
+
 def reference_gradients(cfg: Config, sizes: tuple[int, ...]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Single process: the weighted per-worker gradient and the plain gradient on the union batch of
     the engine's first iteration with per-worker batches ``sizes``."""
