@@ -25,7 +25,7 @@ def ncf_cfg(*extra: str) -> Config:
     return config_mod.load(profile="smoke", overrides=NCF + list(extra))
 
 
-@pytest.mark.parametrize("arch,nproc", [("ring", 2), ("ps", 3)])
+@pytest.mark.parametrize("arch,nproc", [("ring", 2), pytest.param("ps", 3, marks=pytest.mark.slow)])
 def test_one_lhc_step_applies_the_union_batch_gradient(arch, nproc):
     """Unequal batches (weights 1/4, 3/4): the weighted sum survives compression; bytes shrink 5x+.
 
