@@ -184,6 +184,9 @@ class EngineConfig:
     # gradient compression: none, or lhc (lossless homomorphic, :mod:`dynamix.comm`; exact up to float
     # summation order, pays off on sparse gradients such as the embedding model ncf's)
     compression: str = setting("none", one_of("none", "lhc"))
+    # LOSSY top-k sparsification with error feedback before the reduction (dynamix.comm.topk): the
+    # fraction of gradient entries each worker sends per iteration; 0 = off. For dense models with lhc.
+    topk: float = setting(0.0, rng(0.0, 1.0))
 
 
 @dataclass(frozen=True)

@@ -155,3 +155,22 @@ def test_bitmap_round_trip(n):
     bits = bitmap.pack(mask)
     assert bits.numel() == bitmap.packed_len(n)
     assert torch.equal(bitmap.nonzero(bits, n), mask.nonzero().squeeze(1))
+
+
+def test_error_feedback_top_k_keeps_k_entries_and_carries_the_rest():
+    from dynamix.comm.topk import ErrorFeedbackTopK
+
+    gen = torch.Generator().manual_seed(2)
+    topk = ErrorFeedbackTopK(0.01)
+    sent, total = torch.zeros(10_000, dtype=torch.float64), torch.zeros(10_000, dtype=torch.float64)
+    for _ in range(5):
+        g = torch.randn(10_000, generator=gen)
+        total += g
+        topk(g)
+        assert int((g != 0).sum()) == 100
+        sent += g
+    # nothing is lost, only delayed: what was sent plus the residual is what came in
+    assert torch.allclose(sent + topk.residual, total, atol=1e-5)
+    assert float((sent - total).abs().max()) > 0.5  # but this step is lossy
+    with pytest.raises(ValueError, match="top-k fraction = 0"):
+        ErrorFeedbackTopK(0.0)

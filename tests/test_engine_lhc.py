@@ -8,8 +8,11 @@ the loss curves agree to 1e-4 (absolute, on losses ~0.69); a wrong decode would 
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
+import torch
 
 from dynamix import config as config_mod
 from dynamix.config import Config
@@ -62,3 +65,16 @@ def test_four_torchrun_workers_follow_the_same_trajectory_with_and_without_lhc(t
         assert (r_lhc["encode_ms"] > 0).all() and (r_lhc["decode_ms"] > 0).all()
     assert runs["ring", "lhc"][0]["final_test_loss"] == pytest.approx(runs["ps", "lhc"][0]["final_test_loss"],
                                                                        abs=1e-4)
+
+
+@pytest.mark.slow
+def test_top_k_with_error_feedback_makes_a_dense_model_sparse_for_lhc():
+    """mlp (dense gradients): with engine.topk = 0.01 each worker sends 1 % of its entries (lossy)."""
+    cfg = config_mod.load(profile="smoke", overrides=[
+        "model.name=mlp", "model.width=0.0625", "data.augment=false", "train.threads=1", "optim.lr=1.0",
+        "optim.momentum=0.0", "optim.weight_decay=0.0", "engine.compression=lhc", "engine.topk=0.01"])
+    out = spawn_world(one_step_rank, 2, cfg.to_dict(), (16, 48))
+    n = sum(p.numel() for p in out[0]["before"])
+    update = torch.cat([(b - a).flatten() for b, a in zip(out[0]["before"], out[0]["after"])])
+    assert 0 < int((update != 0).sum()) <= 2 * math.ceil(0.01 * (n + 4))  # the flat buffer has 4 control slots
+    assert out[0]["stats"].bytes_sent < out[0]["stats"].dense_bytes / 10

@@ -53,6 +53,7 @@ from dynamix.data import BatchMaker, GlobalSampler, load_dataset
 from dynamix.engine.decisions import DecisionSource, make_source
 from dynamix.engine.hetero import Emulator, fit_spec
 from dynamix.comm import Codec
+from dynamix.comm.topk import ErrorFeedbackTopK
 from dynamix.engine.sync import (FLAG_CHECKPOINT, FlatBuffers, LHCAggregator, LHCPSClient, LHCRingSync,
                                  ParameterServer, PSClient, RingSync)
 from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, window_rows
@@ -190,6 +191,7 @@ class Engine:
         self.source: DecisionSource = make_source(self.policy_spec, arbitrator, self.rank, self.group,
                                                   **({"cfg": cfg} if arbitrator else {}))
         self.sync = self._make_sync()
+        self.topk = ErrorFeedbackTopK(cfg.engine.topk) if cfg.engine.topk else None
         self.collect = collect_metrics
         self.monitor = SystemMonitor(metrics_source, ebpf=cfg.engine.retrans == "ebpf")
         self.acc = WindowAccumulator(self.rank, self.monitor)
@@ -332,6 +334,9 @@ class Engine:
             dist.all_reduce(torch.zeros(1, device=self.device), group=self.group)  # barrier: wait for peers
             wait_s = time.perf_counter() - t1
         t2 = time.perf_counter()
+        if self.topk is not None:  # lossy: the rest waits in the residual
+            self.topk(self.flat.grad)
+            self.sync.stats.encode_s += time.perf_counter() - t2
         sent_before = self.sync.stats.bytes_sent
         agg_sq = self.sync.reduce(sizes[self.rank] / global_batch, global_batch, lr_scale, flags)
         comm_s = time.perf_counter() - t2
