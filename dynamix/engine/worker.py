@@ -47,13 +47,13 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from dynamix import cluster as cluster_mod
+from dynamix.comm import Codec
+from dynamix.comm.topk import ErrorFeedbackTopK
 from dynamix.config import Config, ConfigError
 from dynamix.csvlog import append_rows, truncate_rows
 from dynamix.data import BatchMaker, GlobalSampler, load_dataset
 from dynamix.engine.decisions import DecisionSource, make_source
 from dynamix.engine.hetero import Emulator, fit_spec
-from dynamix.comm import Codec
-from dynamix.comm.topk import ErrorFeedbackTopK
 from dynamix.engine.sync import (FLAG_CHECKPOINT, FlatBuffers, LHCAggregator, LHCPSClient, LHCRingSync,
                                  ParameterServer, PSClient, RingSync)
 from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, window_rows
@@ -215,7 +215,9 @@ class Engine:
         if self.cfg.engine.compression == "lhc":
             return (LHCPSClient(self.flat, self._codec(), servers, self.server_groups, self.rank) if servers
                     else LHCRingSync(self.flat, self._codec(), self.group))
-        return PSClient(self.flat, servers, self.server_groups, self.rank) if servers else RingSync(self.flat, self.group)
+        if servers:
+            return PSClient(self.flat, servers, self.server_groups, self.rank)
+        return RingSync(self.flat, self.group)
 
     def _expect(self) -> dict:
         return {"config_hash": self.cfg.hash(), "world_size": self.world}
