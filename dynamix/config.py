@@ -81,8 +81,11 @@ def setting(default: Any, meta: dict | None = None) -> Any:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Where CIFAR-10 comes from; see :mod:`dynamix.data.sources`."""
+    """Which data set, and where CIFAR-10 comes from; see :mod:`dynamix.data.sources`."""
 
+    # cifar10 (from ``source``), or interactions: the seeded synthetic (user, item) data set of the
+    # sparse workload (model.name = ncf), see dynamix.data.interactions
+    dataset: str = setting("cifar10", one_of("cifar10", "interactions"))
     source: str = setting("embedded", one_of("embedded", "path", "torchvision"))
     # embedded: the class-balanced subset committed as data/cifar10-mini.tar.gz;
     # path: a directory or .tar.gz in ImageFolder layout; $DYNAMIX_CIFAR10 overrides ``path``;
@@ -94,7 +97,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which CIFAR-form network to train; names are the keys of ``dynamix.models.REGISTRY``."""
+    """Which network to train; names are the keys of ``dynamix.models.REGISTRY`` (ncf needs data.dataset = interactions)."""
 
     name: str = setting("tiny-cnn")
     width: float = setting(1.0, rng(0.0625, 8.0))  # channel multiplier for VGG/ResNet families
@@ -181,6 +184,12 @@ class EngineConfig:
     # TCP retransmission counter: tcp_info (this worker's own sockets) or ebpf (bpftrace on the
     # tcp:tcp_retransmit_skb tracepoint; needs root and tracefs, falls back to tcp_info with one log line)
     retrans: str = setting("tcp_info", one_of("tcp_info", "ebpf"))
+    # gradient compression: none, or lhc (lossless homomorphic, :mod:`dynamix.comm`; exact up to float
+    # summation order, pays off on sparse gradients such as the embedding model ncf's)
+    compression: str = setting("none", one_of("none", "lhc"))
+    # LOSSY top-k sparsification with error feedback before the reduction (dynamix.comm.topk): the
+    # fraction of gradient entries each worker sends per iteration; 0 = off. For dense models with lhc.
+    topk: float = setting(0.0, rng(0.0, 1.0))
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,16 @@ import torch
 
 from dynamix import config as config_mod
 from dynamix.config import Config
-from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.engine import run_local
 from dynamix.engine.decisions import LocalPolicySource
 from dynamix.engine.launch import build_torchrun_command, world_size
 from dynamix.engine.sync import FlatBuffers, shard_bounds
 from dynamix.engine.world import spawn_world
+from helpers.engine import one_step_rank, reference_gradients
 from dynamix.engine.worker import Engine
 from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.models import build_model
 from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, check_decision
-from dynamix.seeding import seed_everything
-from dynamix.train.core import Trainer
 
 TINY = ["model.name=mlp", "model.width=0.0625", "data.augment=false", "optim.weight_decay=0.0",
         "train.eval_samples=200", "train.threads=1"]
@@ -39,39 +37,6 @@ def tiny_cfg(*extra: str) -> Config:
 # ------------------------------------------------------------------------------------------------
 
 
-def _one_step_rank(rank: int, cfg_dict: dict, sizes: tuple[int, ...]):
-    """One engine iteration; ring: the global gradient in .grad; PS: parameters before and after."""
-    eng = Engine(config_mod.build(Config, cfg_dict), None, initial_sizes=sizes)
-    if eng.is_server:
-        eng.serve()
-        return None
-    eng.start()
-    before = [p.detach().clone() for p in eng.model.parameters()]
-    eng.step(sizes)
-    grads = [p.grad.detach().clone() for p in eng.model.parameters()]
-    after = [p.detach().clone() for p in eng.model.parameters()]
-    views_ok = all(p.grad.data_ptr() >= eng.flat.grad.data_ptr() for p in eng.model.parameters())
-    eng.finish()
-    return {"before": before, "after": after, "grads": grads, "views_ok": views_ok}
-
-
-def _reference_gradient(cfg: Config, sizes: tuple[int, ...]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Single process: the weighted per-worker gradient and the plain gradient on the union batch."""
-    data = load_cifar10(cfg.data)
-    seed_everything(cfg.train.seed)
-    model = build_model(cfg.model.name, cfg.model.width)
-    trainer = Trainer(model, cfg.optim, 10)
-    maker = BatchMaker(data.train_x, data.train_y, False, 0)
-    batches = [maker(idx) for idx in GlobalSampler(len(data.train_y), cfg.train.seed).next(list(sizes))]
-    trainer.weighted_gradient(batches, track_local=False)
-    weighted = [p.grad.clone() for p in model.parameters()]
-    x = torch.cat([b[0] for b in batches])
-    y = torch.cat([b[1] for b in batches])
-    trainer.weighted_gradient([(x, y)], track_local=False)
-    union = [p.grad.clone() for p in model.parameters()]
-    return weighted, union
-
-
 def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
@@ -79,8 +44,8 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 def test_ring_gradient_of_unequal_batches_equals_union_batch_gradient():
     cfg = tiny_cfg("engine.arch=ring")
     sizes = (16, 48)
-    out = spawn_world(_one_step_rank, 2, cfg.to_dict(), sizes)
-    weighted, union = _reference_gradient(cfg, sizes)
+    out = spawn_world(one_step_rank, 2, cfg.to_dict(), sizes)
+    weighted, union = reference_gradients(cfg, sizes)
     for r in out:
         assert r["views_ok"]
         assert _max_diff(r["grads"], union) <= 1e-5
@@ -93,8 +58,8 @@ def test_parameter_server_gradient_equals_union_batch_gradient():
     # lr = 1, no momentum, no decay: the server's step is theta_1 = theta_0 - g exactly.
     cfg = tiny_cfg("engine.arch=ps", "optim.lr=1.0", "optim.momentum=0.0")
     sizes = (16, 48)
-    out = spawn_world(_one_step_rank, 3, cfg.to_dict(), sizes)
-    _, union = _reference_gradient(cfg, sizes)
+    out = spawn_world(one_step_rank, 3, cfg.to_dict(), sizes)
+    _, union = reference_gradients(cfg, sizes)
     for r in out[:2]:
         grad = [b - a for b, a in zip(r["before"], r["after"])]
         assert _max_diff(grad, union) <= 1e-5

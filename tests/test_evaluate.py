@@ -256,3 +256,16 @@ def test_sim2real_ratios_are_per_backend_and_paired_by_seed():
     assert got[("engine", "lbbsp")] == pytest.approx(gm * 10 / 6)
     assert set(table["reference"]) == {"median static", "lbbsp"} and (table["n_seeds"] == 3).all()
     assert (table["ci_lo"] <= table["estimate"]).all() and (table["estimate"] <= table["ci_hi"]).all()
+
+
+def test_sim_key_separates_compressed_runs_and_keeps_the_keys_of_earlier_settings():
+    from dynamix.evaluation.cache import sim_key
+
+    cost = CostModel(1.0, 0.5, 1234)
+    cfg = config.load(profile="cpu")
+    assert sim_key(cfg, cost) == "5030c7c250be"  # the key from before compression and data sets existed
+    lhc = config.load(profile="cpu", overrides=["engine.compression=lhc"])
+    ncf = config.load(profile="cpu", overrides=["data.dataset=interactions"])
+    keys = {sim_key(cfg, cost), sim_key(lhc, cost), sim_key(ncf, cost),
+            sim_key(cfg, dataclasses.replace(cost, wire_fraction=0.5))}
+    assert len(keys) == 4

@@ -1,4 +1,5 @@
-"""Every registered model is CIFAR-form (3x32x32 -> 10 logits) with the expected parameter count."""
+"""Every registered model has the expected parameter count; the CIFAR-form ones map 3x32x32 to 10
+logits, ncf maps (user, item) ids to 2 logits."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ EXPECTED_PARAMS = {
     "resnet18": 11_173_962,
     "resnet34": 21_282_122,
     "resnet50": 23_520_842,
+    "ncf": 1_410_706,  # 2 x (2,000 + 20,000) x 32 embeddings + the MLP and head
 }
 
 
@@ -30,7 +32,7 @@ def test_registry_is_exactly_the_documented_zoo():
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMS))
 def test_output_shape_and_parameter_count(name):
     model = build_model(name)
-    assert check_output(model) == torch.Size([2, 10])
+    assert check_output(model) == torch.Size([2, 2 if name == "ncf" else 10])
     assert num_parameters(model) == EXPECTED_PARAMS[name]
     assert gradient_bytes(model) == 4 * EXPECTED_PARAMS[name]
 
@@ -57,3 +59,17 @@ def test_same_seed_same_initial_weights():
     pa, pb, pc = (torch.cat([p.flatten() for p in m.parameters()]) for m in (a, b, c))
     assert torch.equal(pa, pb)
     assert not torch.equal(pa, pc)
+
+
+def test_ncf_tables_match_the_interaction_data_set_and_its_gradient_is_sparse():
+    from dynamix.data import interactions
+    from dynamix.models import ncf
+
+    assert (ncf.USERS, ncf.ITEMS) == (interactions.USERS, interactions.ITEMS)
+    data = interactions.generate(train=512, test=0)
+    assert int(data.train_x[:, 0].max()) < ncf.USERS and int(data.train_x[:, 1].max()) < ncf.ITEMS
+    torch.manual_seed(0)
+    model = build_model("ncf")
+    torch.nn.functional.cross_entropy(model(data.train_x[:64]), data.train_y[:64]).backward()
+    g = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert 0 < float((g != 0).float().mean()) < 0.02  # 64 samples touch < 2 % of the parameters

@@ -81,3 +81,8 @@ def test_cli_calibrate_and_simulate(calibration_dir, tmp_path, capsys):
     assert summary["iterations"] == 4 and summary["windows"] == 2
     frame = pd.read_csv(out / "runs.csv")
     assert len(frame) == 8 and set(frame["batch_size"]) == {8}
+
+
+def test_the_id_model_is_timed_on_interaction_samples():
+    times = cal_mod.measure("ncf", 1.0, [4, 8], repeats=1, warmup=0)
+    assert len(times) == 2 and all(t[0] > 0 for t in times)

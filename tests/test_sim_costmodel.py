@@ -134,3 +134,17 @@ def test_loss_grows_with_utilisation_and_memory_with_batch():
 def test_bad_parameters_name_the_field(field, kwargs):
     with pytest.raises(ValueError, match=field):
         CostModel(**kwargs)
+
+
+def test_compressed_communication_moves_fewer_bytes_pays_two_latencies_and_the_codec():
+    arch = Architecture(kind="ring")
+    bw, lat = np.full(4, 1.0), np.full(4, 0.2)
+    dense = CostModel(a_ms=0.0, c_ms_per_sample=1.0, gradient_bytes=1_000_000)
+    lhc = dataclasses.replace(dense, wire_fraction=0.05, codec_ms=3.0, collectives=2)
+    assert lhc.comm_ms(bw, lat, arch) == pytest.approx(12.0 * 0.05 + 2 * 1.2 + 3.0)  # vs 12.0 + 1.2 dense
+    assert lhc.traffic_bytes(4, arch) == pytest.approx(0.05 * dense.traffic_bytes(4, arch))
+    ps = Architecture(kind="ps", num_servers=1, server_bandwidth_gbps=1.0)
+    assert lhc.comm_ms(bw, lat, ps) < dense.comm_ms(bw, lat, ps) / 5
+    for bad in ({"wire_fraction": 0.0}, {"codec_ms": -1.0}, {"collectives": 0}):
+        with pytest.raises(ValueError, match="out of range"):
+            dataclasses.replace(dense, **bad)

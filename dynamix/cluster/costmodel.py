@@ -23,6 +23,13 @@ each worker sends S over its own link; the pull phase is the mirror image::
 
     T_ps = 2 * ( max(N * S / (n_s * bw_s), S / min_i bw_i) + max_i l_i )           [ms]
 
+Compressed communication (``engine.compression = lhc``, :mod:`dynamix.comm`): the wire carries
+f S bytes instead of S (f = ``wire_fraction`` = 1 / compression ratio, index + sketch + dense
+buckets), the reduction is ``collectives`` = k dependent collectives (LHC: 2, the index and then the
+sketch), each paying the latency term, and encoding + decoding adds ``codec_ms`` = c (measured)::
+
+    T_comm = T_ring|ps(f S, latency x k) + c                                      [ms]
+
 Iteration time, with a fraction ``overlap`` = o of communication hidden behind the backward pass
 (o = 0: none, as in plain gloo all-reduce after backward; o = 1: perfect overlap)::
 
@@ -90,6 +97,9 @@ class CostModel:
     loss_exponent: float = 4.0  # how sharply loss rises with utilisation
     mem_idle: float = 0.10  # memory utilisation with a batch of 0 (model, optimiser state, runtime)
     mem_full: float = 0.95  # memory utilisation at the device's max_batch
+    wire_fraction: float = 1.0  # f: bytes on the wire / S (1 uncompressed; 1 / compression ratio)
+    codec_ms: float = 0.0  # c: encode + decode per iteration (ms), on the critical path
+    collectives: int = 1  # k: dependent collectives per reduction (LHC: index, then sketch)
 
     def __post_init__(self) -> None:
         for name in ("a_ms", "c_ms_per_sample"):
@@ -100,6 +110,16 @@ class CostModel:
         if self.gradient_bytes < 0:
             raise ValueError(
                 f"cost model gradient_bytes = {self.gradient_bytes} is out of range: must be >= 0")
+        if not 0 < self.wire_fraction <= 2:
+            raise ValueError(f"cost model wire_fraction = {self.wire_fraction} is out of range: must be in (0, 2]")
+        if not self.codec_ms >= 0 or self.collectives < 1:
+            raise ValueError(f"cost model codec_ms = {self.codec_ms}, collectives = {self.collectives} are out of "
+                             "range: must be >= 0 and >= 1")
+
+    @property
+    def wire_bytes(self) -> float:
+        """f S: bytes one reduction puts on the wire."""
+        return self.wire_fraction * self.gradient_bytes
 
     # ---- compute --------------------------------------------------------------------------------
     def compute_ms(self, batch_sizes: np.ndarray, speeds: np.ndarray, fixed_ms: np.ndarray | float = 0.0) -> np.ndarray:
@@ -113,21 +133,21 @@ class CostModel:
         if n_workers <= 1:
             return 0.0
         if arch.kind == "ring":
-            return 2.0 * (n_workers - 1) / n_workers * self.gradient_bytes
-        return float(self.gradient_bytes)
+            return 2.0 * (n_workers - 1) / n_workers * self.wire_bytes
+        return self.wire_bytes
 
     def comm_ms(self, bandwidth_gbps: np.ndarray, latency_ms: np.ndarray, arch: Architecture) -> float:
-        """T_ring or T_ps (module docstring); 0 for a single worker."""
+        """T_ring or T_ps of the wire bytes, plus the codec (module docstring); 0 for a single worker."""
         n = len(bandwidth_gbps)
         if n <= 1:
             return 0.0
         bw_min = float(np.min(bandwidth_gbps)) * BYTES_PER_MS_PER_GBPS
-        lat = float(np.max(latency_ms))
-        s = float(self.gradient_bytes)
+        lat = float(np.max(latency_ms)) * self.collectives
+        s = self.wire_bytes
         if arch.kind == "ring":
-            return 2.0 * (n - 1) / n * s / bw_min + 2.0 * (n - 1) * lat
+            return 2.0 * (n - 1) / n * s / bw_min + 2.0 * (n - 1) * lat + self.codec_ms
         incast = n * s / (arch.num_servers * arch.server_bandwidth_gbps * BYTES_PER_MS_PER_GBPS)
-        return 2.0 * (max(incast, s / bw_min) + lat)
+        return 2.0 * (max(incast, s / bw_min) + lat) + self.codec_ms
 
     # ---- one iteration -------------------------------------------------------------------------------
     def iteration(self, batch_sizes: np.ndarray, speeds: np.ndarray, bandwidth_gbps: np.ndarray,
@@ -144,7 +164,7 @@ class CostModel:
         busy_ms = tx / bw
         if arch.kind == "ps" and n > 1:
             server_bw = arch.num_servers * arch.server_bandwidth_gbps * BYTES_PER_MS_PER_GBPS
-            server_busy = n * self.gradient_bytes / server_bw
+            server_busy = n * self.wire_bytes / server_bw
             busy_ms = np.maximum(busy_ms, server_busy)
         util = np.clip(busy_ms / iter_ms, 0.0, 1.0) if iter_ms > 0 else np.zeros(n)
         retrans = self.loss_probability(util) * tx / self.mss_bytes

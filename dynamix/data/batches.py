@@ -23,7 +23,10 @@ STD = torch.tensor([0.2470, 0.2435, 0.2616]).view(1, 3, 1, 1)
 
 
 def normalise(x_uint8: torch.Tensor) -> torch.Tensor:
-    """uint8 [N,3,32,32] -> float32, standardised per channel."""
+    """uint8 [N,3,32,32] -> float32, standardised per channel; id tensors (int64, the interaction
+    data set's (user, item) pairs) are model inputs already and pass unchanged."""
+    if x_uint8.dtype == torch.int64:
+        return x_uint8
     return (x_uint8.float().div_(255.0) - MEAN) / STD
 
 

@@ -23,7 +23,7 @@ import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 import numpy as np
 import torch
@@ -55,6 +55,7 @@ class Cifar10:
     test_x: torch.Tensor
     test_y: torch.Tensor
     source: str
+    augmentable: ClassVar[bool] = True  # images: random crop and flip apply
 
     def counts(self, split: str = "train") -> list[int]:
         y = self.train_y if split == "train" else self.test_y

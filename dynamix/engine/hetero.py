@@ -55,11 +55,11 @@ class Emulator:
     """Rank ``rank``'s slowdown and network floor, iteration by iteration."""
 
     def __init__(self, spec: ClusterSpec, rank: int, gradient_bytes: int, arch: str, num_servers: int = 1,
-                 shaped: bool = False) -> None:
+                 shaped: bool = False, collectives: int = 1) -> None:
         self.spec = spec
         self.rank = rank
         self.dynamics = ClusterDynamics(spec)
-        self.cost = CostModel(a_ms=1.0, c_ms_per_sample=0.0, gradient_bytes=gradient_bytes)
+        self.cost = CostModel(a_ms=1.0, c_ms_per_sample=0.0, gradient_bytes=gradient_bytes, collectives=collectives)
         self.arch = dataclasses.replace(spec.architecture, kind=arch, num_servers=num_servers,
                                         **({"server_bandwidth_gbps": 1e4} if shaped else {}))
         self.base_speed = spec.speeds[rank]
@@ -76,7 +76,8 @@ class Emulator:
         """Fix this iteration's speed and communication floor."""
         speed_f, bw_f = self.dynamics.factors(iteration, time_s)
         self.speed = self.base_speed * float(speed_f[self.rank])
-        self.comm_floor_s = 1e-3 * self.cost.comm_ms(self.bandwidth_gbps * bw_f, self.latency_ms, self.arch)
+        self._bandwidth_now = self.bandwidth_gbps * bw_f
+        self.comm_floor_s = 1e-3 * self.cost.comm_ms(self._bandwidth_now, self.latency_ms, self.arch)
 
     def dilate(self, compute_s: float) -> float:
         """Sleep (1/f - 1) x compute_s plus the device's fixed cost f_i; returns the seconds slept."""
@@ -85,8 +86,15 @@ class Emulator:
             time.sleep(extra)
         return max(extra, 0.0)
 
-    def pad_comm(self, measured_s: float) -> float:
-        """Sleep until the synchronisation has taken the modelled T_comm; returns the seconds slept."""
+    def pad_comm(self, measured_s: float, sent_bytes: int | None = None) -> float:
+        """Sleep until the synchronisation has taken the modelled T_comm; returns the seconds slept.
+
+        ``sent_bytes``: what this reduction put on the wire when it differs from the full gradient
+        (compression), so the modelled network carries the compressed bytes.
+        """
+        if sent_bytes is not None and sent_bytes != self.cost.gradient_bytes:
+            cost = dataclasses.replace(self.cost, wire_fraction=sent_bytes / self.cost.gradient_bytes)
+            self.comm_floor_s = 1e-3 * cost.comm_ms(self._bandwidth_now, self.latency_ms, self.arch)
         extra = self.comm_floor_s - measured_s
         if extra > 0:
             time.sleep(extra)

@@ -23,6 +23,14 @@ contiguous shards balanced by size (one per server; one in ring mode); each shar
   takes the optimiser step on its shard (SGD/Adam are elementwise, so sharding changes nothing) and
   pull = ``broadcast`` of the new shard to the workers. Same math as the ring, hence the same
   trajectory up to float summation order.
+
+With ``engine.compression = lhc`` (:mod:`dynamix.comm`) each reduction is two collectives: the
+bitmap index (OR), then [count sketch | dense buckets] (SUM), decoded on every worker
+(:class:`LHCRingSync`). In parameter-server mode the server ranks are aggregators
+(:class:`LHCAggregator`): they OR the indexes and SUM the sketches of their shard without decoding
+them (the in-network aggregation the paper puts on a switch) and send the sums back; the workers
+decode and take the optimiser step, as in ring mode. Every sync keeps :class:`~dynamix.comm.Stats`
+(bytes on the wire, encode/decode time) for the window metrics.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from dynamix.comm import Codec, Stats, bitmap
 from dynamix.config import OptimConfig
 from dynamix.train.optim import build_optimizer, learning_rate
 
@@ -112,27 +121,123 @@ class RingSync:
     """All-reduce of the weighted gradient; afterwards every worker holds g of Eq. (1) in ``.grad``."""
 
     arch = "ring"
+    server_steps = False  # the workers take the optimiser step
 
     def __init__(self, flat: FlatBuffers, group: Any = None) -> None:
         self.flat, self.group = flat, group
+        self.stats = Stats()
 
     def reduce(self, weight: float, global_batch: int, lr_scale: float, flags: int) -> float:
         """Eq. (1); returns |g|^2 of the aggregated gradient."""
         self.flat.grad.mul_(weight)
         dist.all_reduce(self.flat.grad, op=dist.ReduceOp.SUM, group=self.group)
+        self.stats.dense(self.flat.nbytes)
         return float(self.flat.grad.dot(self.flat.grad))
+
+
+def _wait(works: list[Any]) -> None:
+    for w in works:
+        w.wait()
+
+
+class LHCRingSync:
+    """Ring mode with LHC: all-reduce of the index (OR), then of the sketch (SUM); every worker decodes."""
+
+    arch = "ring"
+    server_steps = False
+
+    def __init__(self, flat: FlatBuffers, codec: Codec, group: Any = None) -> None:
+        self.flat, self.codec, self.group = flat, codec, group
+        self.stats = codec.stats
+
+    def reduce(self, weight: float, global_batch: int, lr_scale: float, flags: int) -> float:
+        """Eq. (1) through the compressed collectives; returns |g|^2 of the aggregated gradient."""
+        g = self.flat.grad
+        g.mul_(weight)
+        index = self.codec.index(g)
+        dist.all_reduce(index, op=dist.ReduceOp.BOR, group=self.group)
+        plan = self.codec.plan(index, g.numel())
+        msg = self.codec.encode(g, plan)
+        dist.all_reduce(msg, op=dist.ReduceOp.SUM, group=self.group)
+        self.codec.decode(msg, plan, g)
+        return float(g.dot(g))
+
+
+class LHCPSClient:
+    """Worker side of LHC with aggregating servers: per shard, push index and sketch, pull their sums."""
+
+    arch = "ps"
+    server_steps = False
+
+    def __init__(self, flat: FlatBuffers, codec: Codec, server_ranks: list[int], groups: list[Any],
+                 rank: int) -> None:
+        self.flat, self.codec, self.server_ranks, self.groups, self.rank = flat, codec, server_ranks, groups, rank
+        self.stats = codec.stats
+
+    def _round_trip(self, tensors: list[torch.Tensor], op: Any) -> None:
+        """Reduce each shard's tensor to its server, then receive the server's result."""
+        pairs = list(zip(self.server_ranks, self.groups))
+        _wait([dist.reduce(t, dst=r, op=op, group=g, async_op=True) for t, (r, g) in zip(tensors, pairs)])
+        _wait([dist.broadcast(t, src=r, group=g, async_op=True) for t, (r, g) in zip(tensors, pairs)])
+
+    def reduce(self, weight: float, global_batch: int, lr_scale: float, flags: int) -> float:
+        g = self.flat.grad
+        g.mul_(weight)
+        shards = [g[s.start : s.start + s.numel] for s in self.flat.shards]
+        indexes = [self.codec.index(x, flags if self.rank == 0 else 0) for x in shards]
+        self._round_trip(indexes, dist.ReduceOp.BOR)
+        if flags & FLAG_STOP:
+            return 0.0
+        plans = [self.codec.plan(i, x.numel()) for i, x in zip(indexes, shards)]
+        msgs = [self.codec.encode(x, p) for x, p in zip(shards, plans)]
+        self._round_trip(msgs, dist.ReduceOp.SUM)
+        for m, p, x in zip(msgs, plans, shards):
+            self.codec.decode(m, p, x)
+        return float(g.dot(g))
+
+    def stop(self) -> None:
+        """Tell the servers to leave their loop."""
+        self.flat.zero_grad()
+        self.reduce(0.0, 0, 0.0, FLAG_STOP)
+
+
+class LHCAggregator:
+    """Server rank with LHC: ORs the indexes and SUMs the sketches of its shard, never decoding them.
+
+    It derives the message layout (sketch sizes, dense buckets) from the merged index, as the workers
+    do, to know how many counters to receive.
+    """
+
+    def __init__(self, numel: int, rank: int, group: Any, codec: Codec) -> None:
+        self.numel, self.rank, self.group, self.codec = numel, rank, group, codec
+
+    def serve(self) -> int:
+        """Run until a STOP flag arrives; returns the number of reductions aggregated."""
+        steps = 0
+        while True:
+            index = torch.zeros(bitmap.packed_len(self.numel) + 1, dtype=torch.uint8)
+            dist.reduce(index, dst=self.rank, op=dist.ReduceOp.BOR, group=self.group)
+            dist.broadcast(index, src=self.rank, group=self.group)
+            if int(index[-1]) & FLAG_STOP:
+                return steps
+            msg = torch.zeros(self.codec.plan(index, self.numel).message_len)
+            dist.reduce(msg, dst=self.rank, op=dist.ReduceOp.SUM, group=self.group)
+            dist.broadcast(msg, src=self.rank, group=self.group)
+            steps += 1
 
 
 class PSClient:
     """Worker side of the parameter server: push weighted shards, pull updated shards."""
 
     arch = "ps"
+    server_steps = True
 
     def __init__(self, flat: FlatBuffers, server_ranks: list[int], groups: list[Any], rank: int) -> None:
         if flat.param is None:
             raise ValueError("parameter-server mode needs FlatBuffers(params_too=True)")
         self.flat, self.server_ranks, self.groups, self.rank = flat, server_ranks, groups, rank
         self.server_opt_states: list[dict] | None = None
+        self.stats = Stats()
 
     def reduce(self, weight: float, global_batch: int, lr_scale: float, flags: int) -> float:
         """Push g_i w_i, server steps, pull parameters; returns |g|^2 of the aggregated gradient."""
@@ -143,14 +248,12 @@ class PSClient:
             grad[shard.control] = control
         works = [dist.reduce(grad[s.region], dst=r, op=dist.ReduceOp.SUM, group=g, async_op=True)
                  for s, r, g in zip(self.flat.shards, self.server_ranks, self.groups)]
-        for w in works:
-            w.wait()
+        _wait(works)
         if flags & FLAG_STOP:
             return 0.0
-        works = [dist.broadcast(param[s.region], src=r, group=g, async_op=True)
-                 for s, r, g in zip(self.flat.shards, self.server_ranks, self.groups)]
-        for w in works:
-            w.wait()
+        self.stats.dense(self.flat.nbytes)
+        _wait([dist.broadcast(param[s.region], src=r, group=g, async_op=True)
+               for s, r, g in zip(self.flat.shards, self.server_ranks, self.groups)])
         if flags & FLAG_CHECKPOINT:
             states = []
             for r, g in zip(self.server_ranks, self.groups):

@@ -47,12 +47,15 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from dynamix import cluster as cluster_mod
+from dynamix.comm import Codec
+from dynamix.comm.topk import ErrorFeedbackTopK
 from dynamix.config import Config, ConfigError
 from dynamix.csvlog import append_rows, truncate_rows
-from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
+from dynamix.data import BatchMaker, GlobalSampler, load_dataset
 from dynamix.engine.decisions import DecisionSource, make_source
 from dynamix.engine.hetero import Emulator, fit_spec
-from dynamix.engine.sync import FLAG_CHECKPOINT, FlatBuffers, ParameterServer, PSClient, RingSync
+from dynamix.engine.sync import (FLAG_CHECKPOINT, FlatBuffers, LHCAggregator, LHCPSClient, LHCRingSync,
+                                 ParameterServer, PSClient, RingSync)
 from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, window_rows
 from dynamix.metrics.system import SystemMonitor
 from dynamix.metrics.window import WindowAccumulator
@@ -148,6 +151,9 @@ class Engine:
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        if cfg.engine.compression == "lhc" and dist.get_backend() == "nccl":
+            raise ConfigError("engine.compression = 'lhc' ORs bitmaps, which NCCL cannot reduce: use "
+                              "engine.backend gloo (or train.device cpu), or engine.compression none")
         self.layout = Layout.for_world(cfg, self.world)
         n, S = self.layout.n_workers, self.layout.n_servers
         torch.set_num_threads(_threads(cfg, self.world))
@@ -165,10 +171,10 @@ class Engine:
         self.state = checkpoint.load(self.out / CHECKPOINT, expect=self._expect()) if self.out else None
         if self.is_server:
             return
-        data = load_cifar10(cfg.data)
+        data = load_dataset(cfg.data)
         self.n_train = len(data.train_y)
         self.sampler = GlobalSampler(self.n_train, cfg.train.seed)
-        self.maker = BatchMaker(data.train_x, data.train_y, cfg.data.augment,
+        self.maker = BatchMaker(data.train_x, data.train_y, cfg.data.augment and data.augmentable,
                                 derive_seed(cfg.train.seed, "worker", self.rank))
         test_idx = eval_subset(len(data.test_y), cfg.train.eval_samples)
         mine = test_idx[self.rank :: n]  # sharded evaluation
@@ -184,8 +190,8 @@ class Engine:
             raise ValueError(f"initial batch sizes {self.ctx.initial_batch_sizes}: need one per worker ({n})")
         self.source: DecisionSource = make_source(self.policy_spec, arbitrator, self.rank, self.group,
                                                   **({"cfg": cfg} if arbitrator else {}))
-        self.sync = (PSClient(self.flat, [self.layout.server_rank(s) for s in range(S)], self.server_groups, self.rank)
-                     if S else RingSync(self.flat, self.group))
+        self.sync = self._make_sync()
+        self.topk = ErrorFeedbackTopK(cfg.engine.topk) if cfg.engine.topk else None
         self.collect = collect_metrics
         self.monitor = SystemMonitor(metrics_source, ebpf=cfg.engine.retrans == "ebpf")
         self.acc = WindowAccumulator(self.rank, self.monitor)
@@ -194,11 +200,24 @@ class Engine:
         if spec is not None:
             spec = fit_spec(spec, n)
             self.emulator = Emulator(spec, self.rank, self.flat.nbytes, cfg.engine.arch, max(S, 1),
-                                     shaped=self.shaped)
+                                     shaped=self.shaped, collectives=2 if cfg.engine.compression == "lhc" else 1)
         # Seconds spent collecting metrics (gradient statistics, system counters; not the window
         # all-gather, which decisions need anyway) and in iterations: their ratio is the overhead.
         self.metrics_s = 0.0
         self.loop_s = 0.0
+
+    def _codec(self) -> Codec:
+        """Same hashes on every rank: seeded by the run's seed."""
+        return Codec(derive_seed(self.cfg.train.seed, "lhc"))
+
+    def _make_sync(self) -> Any:
+        servers = [self.layout.server_rank(s) for s in range(self.layout.n_servers)]
+        if self.cfg.engine.compression == "lhc":
+            return (LHCPSClient(self.flat, self._codec(), servers, self.server_groups, self.rank) if servers
+                    else LHCRingSync(self.flat, self._codec(), self.group))
+        if servers:
+            return PSClient(self.flat, servers, self.server_groups, self.rank)
+        return RingSync(self.flat, self.group)
 
     def _expect(self) -> dict:
         return {"config_hash": self.cfg.hash(), "world_size": self.world}
@@ -220,6 +239,9 @@ class Engine:
         box = [None]
         dist.broadcast_object_list(box, src=0)  # total iterations, for the lr schedule
         s, st = self.rank - self.layout.n_workers, self.state
+        if self.cfg.engine.compression == "lhc":  # an aggregator: the workers hold the optimiser
+            numel = FlatBuffers(self.model, self.layout.n_servers).shards[s].numel
+            return LHCAggregator(numel, self.rank, self.server_groups[s], self._codec()).serve()
         if st is not None:
             self.model.load_state_dict(st["model"])
         server = ParameterServer(self.model, s, self.layout.n_servers, self.rank, self.server_groups[s],
@@ -256,7 +278,7 @@ class Engine:
         self.total_iters = st["total_iters"]
         self.model.load_state_dict(st["model"])
         self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, **self.compute)
-        if self.layout.n_servers == 0:
+        if not self.sync.server_steps:
             self.trainer.opt.load_state_dict(st["opt"])
         self.trainer.iteration = self.last_ckpt = st["iteration"]
         self.sampler.load_state_dict(st["sampler"])
@@ -314,11 +336,15 @@ class Engine:
             dist.all_reduce(torch.zeros(1, device=self.device), group=self.group)  # barrier: wait for peers
             wait_s = time.perf_counter() - t1
         t2 = time.perf_counter()
+        if self.topk is not None:  # lossy: the rest waits in the residual
+            self.topk(self.flat.grad)
+            self.sync.stats.encode_s += time.perf_counter() - t2
+        sent_before = self.sync.stats.bytes_sent
         agg_sq = self.sync.reduce(sizes[self.rank] / global_batch, global_batch, lr_scale, flags)
         comm_s = time.perf_counter() - t2
         if self.emulator is not None:
-            comm_s += self.emulator.pad_comm(comm_s)
-        if self.layout.n_servers:
+            comm_s += self.emulator.pad_comm(comm_s, self.sync.stats.bytes_sent - sent_before)
+        if self.sync.server_steps:
             self.trainer.lr = learning_rate(self.cfg.optim, it, self.total_iters, global_batch, lr_scale)
             self.trainer.iteration += 1
         else:
@@ -381,7 +407,7 @@ class Engine:
     def _end_window(self, agg_grad_sqnorm: float) -> None:
         tm = time.perf_counter()
         speed = self.emulator.speed if self.emulator is not None else 1.0
-        mine = self.acc.close(self.sizes[self.rank], speed, system=self.collect)
+        mine = self.acc.close(self.sizes[self.rank], speed, system=self.collect, comm=self.sync.stats.take())
         self.metrics_s += time.perf_counter() - tm
         windows: list[Any] = [None] * self.layout.n_workers
         dist.all_gather_object(windows, mine, group=self.group)
@@ -412,7 +438,7 @@ class Engine:
         state = {
             **self._expect(), "iteration": self.trainer.iteration, "total_iters": self.total_iters,
             "model": self.model.state_dict(),
-            "opt": self.sync.server_opt_states if self.layout.n_servers else self.trainer.opt.state_dict(),
+            "opt": self.sync.server_opt_states if self.sync.server_steps else self.trainer.opt.state_dict(),
             "sampler": self.sampler.state_dict(), "makers": makers, "batch_sizes": list(self.sizes),
             "lr_scale": self.lr_scale, "policy_state": policy.state_dict() if policy is not None else None,
             "elapsed_s": self.elapsed_s, "rows": self.rows, "window": self.window,

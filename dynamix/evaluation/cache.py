@@ -28,13 +28,26 @@ from dynamix.policies.base import BatchSizePolicy
 from dynamix.sim.run import run_id
 
 SIM_SECTIONS = ("data", "model", "optim", "train", "batch")
-"""The config sections :func:`dynamix.sim.run.simulate` reads (policies read only the batch bounds)."""
+"""The config sections :func:`dynamix.sim.run.simulate` reads (policies read only the batch bounds),
+and ``engine.compression``."""
+
+NEUTRAL = {"data": {"dataset": "cifar10"}, "cost": {"wire_fraction": 1.0, "codec_ms": 0.0, "collectives": 1}}
+"""Settings added after runs were cached, left out of the key at these values (the behaviour from
+before they existed), so the cached runs stay valid."""
+
+
+def _keyed(name: str, fields: dict) -> dict:
+    neutral = NEUTRAL.get(name, {})
+    return {k: v for k, v in fields.items() if k not in neutral or v != neutral[k]}
 
 
 def sim_key(cfg: Config, cost: CostModel) -> str:
-    """Short hash of :data:`SIM_SECTIONS` and the cost model: identifies a simulated run's settings."""
-    blob = json.dumps({**{k: dataclasses.asdict(getattr(cfg, k)) for k in SIM_SECTIONS},
-                       "cost": dataclasses.asdict(cost)}, sort_keys=True, default=list)
+    """Short hash of :data:`SIM_SECTIONS`, the compression and the cost model: identifies a simulated run."""
+    parts = {k: _keyed(k, dataclasses.asdict(getattr(cfg, k))) for k in SIM_SECTIONS}
+    parts["cost"] = _keyed("cost", dataclasses.asdict(cost))
+    if cfg.engine.compression != "none":
+        parts["compression"] = cfg.engine.compression
+    blob = json.dumps(parts, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -40,6 +40,12 @@ class WorkerWindow:
     sigma_norm: float  # see dynamix.metrics.gradstats: sqrt(sigma2_norm)
     sigma2_norm: float  # E_t |g_t - gbar|^2 / |gbar|^2 over the window's local gradients
     speed: float = 1.0  # relative compute speed the backend attributes (1.0 = reference); info only
+    # gradient reduction on the wire (engine.compression, dynamix.comm), per iteration
+    comm_bytes: float = 0.0  # bytes this worker put into the reduction (index + message; 0 = not measured)
+    compression_ratio: float = 1.0  # uncompressed gradient bytes / comm_bytes
+    comm_fallbacks: float = 0.0  # lhc: buckets sent dense (sketch not smaller, or no sketch size peeled)
+    encode_ms: float = 0.0  # lhc: bitmap index + count sketch
+    decode_ms: float = 0.0  # lhc: sizing + structural peel + peeling the summed sketch
 
     def as_row(self) -> dict:
         return dataclasses.asdict(self)

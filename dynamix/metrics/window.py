@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from dynamix.comm import Stats
 from dynamix.metrics.gradstats import GradientWindowStats
 from dynamix.metrics.schema import WorkerWindow
 from dynamix.metrics.system import SystemMonitor
@@ -47,8 +48,10 @@ class WindowAccumulator:
         if local_grad is not None:
             self.grads.add(local_grad)
 
-    def close(self, batch_size: int, speed: float = 1.0, system: bool = True) -> WorkerWindow:
-        """The window's WorkerWindow; ``system=False`` skips the system counters (reported as 0)."""
+    def close(self, batch_size: int, speed: float = 1.0, system: bool = True,
+              comm: Stats | None = None) -> WorkerWindow:
+        """The window's WorkerWindow; ``system=False`` skips the system counters (reported as 0);
+        ``comm``: the window's reduction totals (bytes, compression, encode/decode time)."""
         if system:
             end = self.monitor.sample()
             rates = SystemMonitor.rates(self._start, end)
@@ -72,9 +75,20 @@ class WindowAccumulator:
             loss=self.loss_sum / max(self.samples, 1),
             batch_acc=self.correct / max(self.samples, 1),
             speed=speed,
+            **_comm_fields(comm),
             **rates,
             **self.grads.summary(),
         )
         self._start = end
         self._reset()
         return w
+
+
+def _comm_fields(comm: Stats | None) -> dict:
+    """Per-iteration means of the reduction totals (the schema defaults without them)."""
+    if comm is None or not comm.reductions:
+        return {}
+    k = comm.reductions
+    return {"comm_bytes": comm.bytes_sent / k, "compression_ratio": comm.dense_bytes / max(comm.bytes_sent, 1),
+            "comm_fallbacks": comm.fallbacks / k, "encode_ms": 1e3 * comm.encode_s / k,
+            "decode_ms": 1e3 * comm.decode_s / k}

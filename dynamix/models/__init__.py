@@ -1,9 +1,11 @@
-"""Registry of CIFAR-form models: 3x32x32 input, 10 logits.
+"""Registry of models: CIFAR-form (3x32x32 input, 10 logits), and ``ncf`` on (user, item) ids.
 
 Paper-size models (VGG11/13/16/19 with batch norm, ResNet18/34/50 in the CIFAR stem variant of
 K. Liu's widely used pytorch-cifar) are the ``paper`` profile's workloads for GPU clusters; the
 CPU-sized ones (tiny-cnn, mlp, resnet8, resnet20 of He et al. 2016, Sec. 4.2) stand in for them on
-laptops and CI. ``width`` multiplies every channel count of the VGG and ResNet families.
+laptops and CI. ``width`` multiplies every channel count of the VGG and ResNet families, and the
+embedding dimension (32) of ``ncf``, the sparse-gradient workload (:mod:`dynamix.models.ncf`, trained
+on ``data.dataset = interactions``).
 
     >>> from dynamix.models import build_model
     >>> build_model("resnet20").num_parameters()  # doctest: +SKIP
@@ -16,6 +18,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from dynamix.models.ncf import NCF
 from dynamix.models.resnet import cifar_resnet, resnet_bottleneck, resnet_basic
 from dynamix.models.small import MLP, TinyCNN
 from dynamix.models.vgg import VGG
@@ -34,6 +37,7 @@ REGISTRY: dict[str, Callable[[float], nn.Module]] = {
     "resnet18": lambda w: resnet_basic((2, 2, 2, 2), width=w),
     "resnet34": lambda w: resnet_basic((3, 4, 6, 3), width=w),
     "resnet50": lambda w: resnet_bottleneck((3, 4, 6, 3), width=w),
+    "ncf": lambda w: NCF(dim=max(2, int(round(32 * w)))),
 }
 
 
@@ -56,7 +60,8 @@ def gradient_bytes(model: nn.Module) -> int:
 
 
 def check_output(model: nn.Module) -> torch.Size:
-    """Shape of the logits for a 2-image batch (used by tests and ``dynamix models``)."""
+    """Shape of the logits for a 2-sample batch (used by tests and ``dynamix models``)."""
     model.eval()
+    example = getattr(model, "example_input", None)
     with torch.no_grad():
-        return model(torch.zeros(2, 3, 32, 32)).shape
+        return model(example() if example else torch.zeros(2, 3, 32, 32)).shape

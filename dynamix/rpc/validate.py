@@ -74,6 +74,11 @@ WORKER_RANGES: dict[str, dict] = {
     "sigma_norm": rng(0.0, BIG),
     "sigma2_norm": rng(0.0, BIG),
     "speed": rng(1e-9, 1e9),
+    "comm_bytes": rng(0.0, 1e15),
+    "compression_ratio": rng(0.0, 1e9),
+    "comm_fallbacks": rng(0.0, 1e12),
+    "encode_ms": rng(0.0, 1e9),
+    "decode_ms": rng(0.0, 1e9),
 }
 """Allowed range of every float field of :class:`WorkerWindow` (rank and batch_size are checked
 against the run: ``[0, world_size)`` and the run's bounds)."""

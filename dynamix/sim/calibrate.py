@@ -39,7 +39,7 @@ import torch
 
 from dynamix import io, paths
 from dynamix.config import ConfigError, OptimConfig
-from dynamix.data import BatchMaker
+from dynamix.data import BatchMaker, generate_interactions
 from dynamix.models import build_model, gradient_bytes
 from dynamix.train.core import Trainer
 from dynamix.train.device import check_amp, resolve_device, synchronize
@@ -115,9 +115,13 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
     trainer = Trainer(model, OptimConfig(), total_iters=1, device=device, amp=amp)
     n_pool = max(batch_sizes)
     gen = torch.Generator().manual_seed(seed)
-    images = torch.randint(0, 256, (n_pool, 3, 32, 32), dtype=torch.uint8, generator=gen)
-    labels = torch.randint(0, 10, (n_pool,), generator=gen)
-    maker = BatchMaker(images, labels, augment_train=True, seed=seed)
+    if hasattr(model, "example_input"):  # an id model (ncf): the interaction data set's samples
+        data = generate_interactions(seed=seed, train=n_pool, test=0)
+        maker = BatchMaker(data.train_x, data.train_y, augment_train=False, seed=seed)
+    else:
+        images = torch.randint(0, 256, (n_pool, 3, 32, 32), dtype=torch.uint8, generator=gen)
+        labels = torch.randint(0, 10, (n_pool,), generator=gen)
+        maker = BatchMaker(images, labels, augment_train=True, seed=seed)
     times: list[list[float]] = [[] for _ in batch_sizes]
     for r in range(warmup + repeats):
         for j, b in enumerate(batch_sizes):

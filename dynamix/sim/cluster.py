@@ -14,6 +14,11 @@ A window of k = ``batch.window`` iterations ends in the same :class:`WorkerWindo
     while not cluster.done:
         workers, glob = cluster.run_window([64] * cluster.n_workers)
 
+With ``engine.compression = lhc`` every iteration also runs the LHC reduction of the workers' real
+gradients in process (:func:`dynamix.comm.reduce_in_process`): its bytes set the cost model's
+``wire_fraction`` and one worker's measured encode + decode time its ``codec_ms``, so the clock, the
+policies and the DYNAMIX state see the compressed communication of this very gradient.
+
 Differences from the engine, by design: batch-norm running statistics are updated by every worker
 batch in turn on the one model (the engine keeps one copy per rank); evaluation does not advance
 virtual time.
@@ -24,6 +29,7 @@ from the seeded generators and moved there, so the data order and augmentation d
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -31,8 +37,9 @@ import numpy as np
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.cluster.dynamics import ClusterDynamics
+from dynamix.comm import reduce_in_process
 from dynamix.config import Config
-from dynamix.data import BatchMaker, Cifar10, GlobalSampler, load_cifar10
+from dynamix.data import BatchMaker, Cifar10, GlobalSampler, Interactions, load_dataset
 from dynamix.metrics.gradstats import GradientWindowStats, flat_grad
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.models import build_model, gradient_bytes
@@ -57,11 +64,11 @@ class VirtualCluster:
     cost model (tests, what-if studies).
     """
 
-    def __init__(self, spec: ClusterSpec, cfg: Config, data: Cifar10 | None = None, seed: int | None = None,
+    def __init__(self, spec: ClusterSpec, cfg: Config, data: Cifar10 | Interactions | None = None, seed: int | None = None,
                  cost: CostModel | None = None) -> None:
         self.spec, self.cfg = spec, cfg
         self.seed = cfg.train.seed if seed is None else seed
-        self.data = load_cifar10(cfg.data) if data is None else data
+        self.data = load_dataset(cfg.data) if data is None else data
         self.n_workers = spec.n_workers
         self._speeds = np.array([w.device.speed for w in spec.workers], float)
         self._max_batch = np.array([w.device.max_batch for w in spec.workers], np.int64)
@@ -69,6 +76,7 @@ class VirtualCluster:
         self._bandwidth = np.array([w.bandwidth_gbps for w in spec.workers], float)
         self._latency = np.array([w.latency_ms for w in spec.workers], float)
         self.cost = calibrated_cost(cfg) if cost is None else cost
+        self._lhc_seed = derive_seed(self.seed, "lhc") if cfg.engine.compression == "lhc" else None
         self.dynamics = ClusterDynamics(spec)
         self.compute = compute_settings(cfg.train)  # device, amp, channels_last (validated once)
         n_train = len(self.data.train_y)
@@ -84,7 +92,8 @@ class VirtualCluster:
         model = build_model(self.cfg.model.name, self.cfg.model.width)
         self.trainer = Trainer(model, self.cfg.optim, self.total_iters, **self.compute)
         self.sampler = GlobalSampler(len(self.data.train_y), self.seed)
-        self.maker = BatchMaker(self.data.train_x, self.data.train_y, self.cfg.data.augment, self.seed)
+        self.maker = BatchMaker(self.data.train_x, self.data.train_y, self.cfg.data.augment and self.data.augmentable,
+                                self.seed)
         self.dynamics.reset()
         self._noise = np.random.default_rng(derive_seed(self.seed, "sim-counters"))
         self._gstats = [GradientWindowStats() for _ in range(self.n_workers)]
@@ -109,6 +118,16 @@ class VirtualCluster:
             return self.trainer.iteration >= self.cfg.train.max_iters
         return self.sampler.epochs_done >= self.cfg.train.epochs
 
+    def _compressed_cost(self, grads: list) -> tuple[CostModel, float, float]:
+        """The cost model of this iteration's LHC reduction (its bytes, one worker's codec time), and
+        that worker's encode and decode ms."""
+        _, codec = reduce_in_process(grads, self._lhc_seed)
+        st = codec.stats
+        enc, dec = 1e3 * st.encode_s, 1e3 * st.decode_s
+        cost = dataclasses.replace(self.cost, wire_fraction=max(st.bytes_sent / max(st.dense_bytes, 1), 1e-9),
+                                   codec_ms=enc + dec, collectives=2)
+        return cost, enc, dec
+
     def clamp(self, batch_sizes) -> np.ndarray:
         """Per-worker sizes after the device memory caps (``max_batch``); validates the vector."""
         b = np.asarray(batch_sizes, dtype=np.int64).reshape(-1)
@@ -131,7 +150,7 @@ class VirtualCluster:
         n, big_b = self.n_workers, int(b.sum())
         for g in self._gstats:
             g.reset()
-        keys = ("compute", "wait", "tx", "rx", "retrans", "speed", "loss", "correct")
+        keys = ("compute", "wait", "tx", "rx", "retrans", "speed", "loss", "correct", "wire", "encode", "decode")
         sums = {k: np.zeros(n) for k in keys}
         comm_sum = iter_sum = agg_sq_sum = 0.0
         iters = 0
@@ -150,14 +169,20 @@ class VirtualCluster:
                     self._gstats[i].add(g)
                 sums["loss"][i] += s.loss
                 sums["correct"][i] += s.correct
+            cost_model = self.cost
+            if self._lhc_seed is not None:
+                cost_model, encode_ms, decode_ms = self._compressed_cost(grads)
+                sums["encode"] += encode_ms
+                sums["decode"] += decode_ms
+            sums["wire"] += cost_model.wire_bytes
             del grads, agg
             progress = schedule_progress(self.cfg.train, self.trainer.iteration, self.sampler.epochs_done)
             lr = self.trainer.apply(big_b, lr_scale, progress)
             # virtual time: this iteration's speeds and bandwidths, then the cost model
             speed_f, bw_f = self.dynamics.factors(self.trainer.iteration - 1, self.elapsed_s)
             speeds = self._speeds * speed_f
-            cost = self.cost.iteration(b, speeds, self._bandwidth * bw_f, self._latency,
-                                       self.spec.architecture, self._fixed_ms)
+            cost = cost_model.iteration(b, speeds, self._bandwidth * bw_f, self._latency,
+                                        self.spec.architecture, self._fixed_ms)
             self.elapsed_s += cost.iter_ms / 1e3
             sums["compute"] += cost.compute_ms
             sums["wait"] += cost.wait_ms
@@ -185,6 +210,8 @@ class VirtualCluster:
         acc = (sums["correct"] / (iters * b)).tolist()
         tx, rx = (sums["tx"] / window_s).tolist(), (sums["rx"] / window_s).tolist()
         cpu = (sums["compute"] / iter_sum).tolist()
+        # the reduction is the same on every worker: element 0 of the sums
+        wire, enc, dec = (float(sums[k][0]) / iters for k in ("wire", "encode", "decode"))
         workers = []
         for i in range(self.n_workers):
             g = self._gstats[i].summary()
@@ -196,6 +223,8 @@ class VirtualCluster:
                 tcp_retrans_per_s=float(retrans[i]) / window_s, cpu_time_ratio=cpu[i], mem_util=float(mem[i]),
                 loss=per["loss"][i], batch_acc=acc[i], grad_norm=g["grad_norm"], grad_sqnorm=g["grad_sqnorm"],
                 sigma_norm=g["sigma_norm"], sigma2_norm=g["sigma2_norm"], speed=per["speed"][i],
+                comm_bytes=wire, compression_ratio=self.cost.gradient_bytes / max(wire, 1e-9),
+                encode_ms=enc, decode_ms=dec,
             ))
         big_b = int(b.sum())
         glob = GlobalWindow(

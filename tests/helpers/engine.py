@@ -1,4 +1,5 @@
-"""Engine helpers for tests and benchmarks: what a run trained with, and a rank killed under torchrun."""
+"""Engine helpers for tests and benchmarks: what a run trained with, the gradients a step must reduce to,
+and a rank killed under torchrun."""
 
 from __future__ import annotations
 
@@ -12,8 +13,53 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+import torch
 
+from dynamix.config import Config
+from dynamix.data import BatchMaker, GlobalSampler, load_dataset
 from dynamix.engine.launch import build_torchrun_command, launch_env, prepare, world_size
+from dynamix.models import build_model
+from dynamix.seeding import seed_everything
+from dynamix.train.core import Trainer
+
+
+def one_step_rank(rank: int, cfg_dict: dict, sizes: tuple[int, ...]) -> dict | None:
+    """One engine iteration (a ``spawn_world`` rank): parameters before and after, the gradient in
+    ``.grad`` (ring: the global one), whether ``.grad`` views the flat buffer, the reduction's stats."""
+    from dynamix.config import build
+    from dynamix.engine.worker import Engine
+
+    eng = Engine(build(Config, cfg_dict), None, initial_sizes=sizes)
+    if eng.is_server:
+        eng.serve()
+        return None
+    eng.start()
+    before = [p.detach().clone() for p in eng.model.parameters()]
+    eng.step(sizes)
+    grads = [p.grad.detach().clone() for p in eng.model.parameters()]
+    after = [p.detach().clone() for p in eng.model.parameters()]
+    views_ok = all(p.grad.data_ptr() >= eng.flat.grad.data_ptr() for p in eng.model.parameters())
+    stats = eng.sync.stats.take()
+    eng.finish()
+    return {"before": before, "after": after, "grads": grads, "views_ok": views_ok, "stats": stats}
+
+
+def reference_gradients(cfg: Config, sizes: tuple[int, ...]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Single process: the weighted per-worker gradient and the plain gradient on the union batch of
+    the engine's first iteration with per-worker batches ``sizes``."""
+    data = load_dataset(cfg.data)
+    seed_everything(cfg.train.seed)
+    model = build_model(cfg.model.name, cfg.model.width)
+    trainer = Trainer(model, cfg.optim, 10)
+    maker = BatchMaker(data.train_x, data.train_y, False, 0)
+    batches = [maker(idx) for idx in GlobalSampler(len(data.train_y), cfg.train.seed).next(list(sizes))]
+    trainer.weighted_gradient(batches, track_local=False)
+    weighted = [p.grad.clone() for p in model.parameters()]
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    trainer.weighted_gradient([(x, y)], track_local=False)
+    union = [p.grad.clone() for p in model.parameters()]
+    return weighted, union
 
 
 def sizes_by_window(out: str | os.PathLike) -> dict[int, tuple[int, ...]]:
