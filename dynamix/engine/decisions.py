@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch.distributed as dist
 
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext, make_policy
+from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext, make_live_policy
 
 
 @runtime_checkable
@@ -75,4 +75,4 @@ def make_source(policy_spec: str, arbitrator: str | None, rank: int, group: Any 
         source = RemoteDecisionSource(arbitrator, rank, **remote_kwargs)
         source.group = group
         return source
-    return LocalPolicySource(make_policy(policy_spec) if rank == 0 else None, group)
+    return LocalPolicySource(make_live_policy(policy_spec) if rank == 0 else None, group)

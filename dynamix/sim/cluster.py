@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from dynamix.cluster import ClusterSpec
-from dynamix.cluster.costmodel import CostModel
+from dynamix.cluster.costmodel import CostModel, IterationCost
 from dynamix.cluster.dynamics import ClusterDynamics
 from dynamix.config import Config
 from dynamix.data import BatchMaker, Cifar10, GlobalSampler, load_cifar10
@@ -122,6 +122,20 @@ class VirtualCluster:
         self.test_loss, self.test_acc = self.trainer.evaluate(self._test_x, self._test_y)
         return self.test_loss, self.test_acc
 
+    def iteration_cost(self, b: np.ndarray, iteration: int, elapsed_s: float,
+                       dynamics: ClusterDynamics) -> tuple[IterationCost, np.ndarray, np.ndarray]:
+        """Virtual time of iteration ``iteration`` (0-based) starting at ``elapsed_s`` at sizes ``b``:
+        the spec's true speeds and bandwidths under ``dynamics``, then the cost model.
+        Returns (cost, speeds, bandwidths in Gbit/s)."""
+        speed_f, bw_f = dynamics.factors(iteration, elapsed_s)
+        speeds, bandwidth = self._speeds * speed_f, self._bandwidth * bw_f
+        return self.cost.iteration(b, speeds, bandwidth, self._latency, self.spec.architecture), speeds, bandwidth
+
+    @property
+    def max_batch(self) -> np.ndarray:
+        """Each worker's device memory cap (``max_batch``): :meth:`clamp` holds sizes below it."""
+        return self._max_batch.copy()
+
     # ------------------------------------------------------------------------------------------------
     def run_window(self, batch_sizes, lr_scale: float = 1.0) -> tuple[list[WorkerWindow], GlobalWindow]:
         """Run k = ``batch.window`` real iterations (fewer if the budget ends first) at ``batch_sizes``."""
@@ -152,11 +166,7 @@ class VirtualCluster:
             del grads, agg
             progress = budget_progress(self.cfg.train, self.trainer.iteration, self.sampler.epochs_done, self.elapsed_s)
             lr = self.trainer.apply(big_b, lr_scale, progress)
-            # virtual time: this iteration's speeds and bandwidths, then the cost model
-            speed_f, bw_f = self.dynamics.factors(self.trainer.iteration - 1, self.elapsed_s)
-            speeds = self._speeds * speed_f
-            cost = self.cost.iteration(b, speeds, self._bandwidth * bw_f, self._latency,
-                                       self.spec.architecture)
+            cost, speeds, _ = self.iteration_cost(b, self.trainer.iteration - 1, self.elapsed_s, self.dynamics)
             self.elapsed_s += cost.iter_ms / 1e3
             sums["compute"] += cost.compute_ms
             sums["wait"] += cost.wait_ms
