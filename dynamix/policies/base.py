@@ -114,6 +114,8 @@ class PolicyContext:
     optimizer: str = "sgd"  # "sgd" or "adam": AdaScale uses r for SGD, r**0.5 for Adam
     dataset_size: int = 50000  # training samples: lets policies reason in epochs
     seed: int = 0
+    lr_scaling: str = "none"  # optim.lr_scaling, the backend's LR rule that lr_scale multiplies
+    base_batch: int = 128  # optim.base_batch of that rule
 
 
 class BatchSizePolicy(ABC):

@@ -43,6 +43,8 @@ def policy_context(cluster: VirtualCluster, cfg: Config, seed: int) -> PolicyCon
         optimizer=cfg.optim.name,
         dataset_size=len(cluster.data.train_y),
         seed=seed,
+        lr_scaling=cfg.optim.lr_scaling,
+        base_batch=cfg.optim.base_batch,
     )
 
 
