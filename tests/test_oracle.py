@@ -73,15 +73,16 @@ def test_oracle_balances_every_iteration_on_a_heterogeneous_cluster_with_events(
     spec = hetero()
     frame = simulate(spec, cfg_with(), make_policy("oracle:batch=120"), 0, progress=False, data=data, cost=COST)
     rows = per_window(frame)
-    speeds = np.array(spec.speeds)
     assert set(map(sum, rows["sizes"])) == {120}
-    assert len(set(rows["sizes"])) >= 2  # the slowdown moved samples away from worker 0 and back
+    sizes = list(rows["sizes"])  # worker 0 is slowed over iterations 10-24, windows 2-4
+    assert sizes[2] == sizes[3] == sizes[4] != sizes[0] == sizes[1] == sizes[5] and sizes[2][0] < sizes[0][0]
     for sizes, compute in zip(rows["sizes"], rows["compute"]):
-        # every worker finishes within one sample's compute of the slowest (integer rounding)
-        one_sample = COST.c_ms_per_sample / speeds
-        slack = max(compute) - np.array(compute)
-        assert (slack < one_sample / 0.5 + 1e-9).all(), (sizes, compute)  # /0.5: worker 0 while slowed
-        assert max(compute) - min(compute) < max(one_sample / 0.5), (sizes, compute)
+        b, t = np.array(sizes), np.array(compute)
+        assert (b > 4).all()  # no worker held at batch.min: the balance is the split's own
+        # every worker finishes within one of its own samples' compute of the slowest (integer rounding);
+        # its time per sample at its true speed this window is t_i c / (a + c b_i)
+        one_sample = t * COST.c_ms_per_sample / (COST.a_ms + COST.c_ms_per_sample * b)
+        assert (t.max() - t <= one_sample + 1e-9).all(), (sizes, compute)
 
 
 @pytest.mark.parametrize("seed, batch", [(0, 64), pytest.param(1, 160, marks=pytest.mark.slow),
