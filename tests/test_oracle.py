@@ -17,7 +17,7 @@ from dynamix.config import ConfigError
 from dynamix.evaluation.oracle import oracle_search, pick_fastest
 from dynamix.experiments.claims import headroom_share, per_cluster
 from dynamix.policies import make_live_policy, make_policy
-from dynamix.policies.oracle import minimax_split
+from dynamix.policies.oracle import minimax_split, refine
 from dynamix.sim.run import simulate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -193,3 +193,57 @@ def test_launch_and_the_arbitrator_refuse_the_oracle_with_one_line(tmp_path, com
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, out.stderr
     assert lines[0].startswith(f"dynamix {command[0]}: error: policy spec 'oracle") and "only in the simulator" in lines[0]
+
+
+def test_refine_never_raises_the_windows_summed_compute_and_stops_at_a_local_optimum():
+    gen = np.random.default_rng(1)
+    for _ in range(20):
+        k, n, lo = int(gen.integers(2, 6)), int(gen.integers(2, 6)), 2
+        rows = np.arange(lo, 40)[None, :, None]
+        tables = (gen.uniform(0, 3, (k, 1, n)) + gen.uniform(0.1, 2, (k, 1, n)) * rows).astype(float)
+        start = tuple(int(v) for v in gen.multinomial(60 - n * lo, np.ones(n) / n) + lo)
+
+        def g(b):
+            return float(np.max(tables[:, np.array(b) - lo, np.arange(n)], axis=1).sum())
+
+        got = refine(start, tables, lo)
+        assert sum(got) == sum(start) and min(got) >= lo and g(got) <= g(start)
+        for i in range(n):
+            for j in range(n):
+                if i != j and got[i] > lo and got[j] + 1 - lo < tables.shape[1]:
+                    moved = list(got)
+                    moved[i] -= 1
+                    moved[j] += 1
+                    assert g(moved) >= g(got) * (1 - 1e-9)
+
+
+def random_cluster(seed: int) -> tuple[clusters.ClusterSpec, CostModel, int]:
+    """2-8 workers of random speeds and links, ring or parameter server, three events anywhere (inside
+    windows too), stragglers and jitter; a random cost model and global batch."""
+    g = np.random.default_rng(seed)
+    n = int(g.integers(2, 9))
+    spec = clusters.from_dict({
+        "name": f"random-{seed}", "seed": seed, "architecture": {"kind": str(g.choice(["ring", "ps"]))},
+        "workers": [{"device": {"name": f"d{i}", "speed": float(g.uniform(0.2, 3))},
+                     "bandwidth_gbps": float(g.choice([1, 10, 25]))} for i in range(n)],
+        "events": [{"kind": str(g.choice(["slowdown", "bandwidth"])), "at_iteration": int(g.integers(0, 50)),
+                    "workers": [int(g.integers(0, n))], "factor": float(g.uniform(0.1, 0.9)),
+                    "duration_iterations": int(g.integers(0, 30))} for _ in range(3)],
+        "stragglers": {"probability": float(g.uniform(0, 0.2)), "factor": 0.3}, "jitter": float(g.uniform(0, 0.2))})
+    cost = CostModel(a_ms=float(g.uniform(0, 20)), c_ms_per_sample=float(g.uniform(0.05, 1)),
+                     gradient_bytes=int(g.integers(10_000, 50_000_000)))
+    return spec, cost, int(g.integers(n * 8, n * 200))
+
+
+@pytest.mark.slow
+def test_oracle_is_never_slower_than_lbbsp_on_random_clusters(data):
+    """The same property over 40 random clusters (about 3 minutes)."""
+    cfg = config.load(profile="smoke", overrides={
+        "model": {"name": "mlp", "width": 0.0625}, "train": {"max_iters": 60, "eval_every": 60, "eval_samples": 100},
+        "batch": {"window": 10, "min": 8, "max": 512, "initial": 16}})
+    for seed in range(40):
+        spec, cost, batch = random_cluster(seed)
+        window_s = {p: np.diff(per_window(simulate(spec, cfg, make_policy(f"{p}:batch={batch}"), seed, progress=False,
+                                                   data=data, cost=cost))["elapsed"].to_numpy(), prepend=0.0)
+                    for p in ("oracle", "lbbsp")}
+        assert (window_s["oracle"] <= window_s["lbbsp"] * (1 + 1e-9)).all(), (seed, window_s)
