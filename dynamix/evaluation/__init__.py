@@ -10,7 +10,8 @@ experiment (:mod:`dynamix.experiments`) run and score their simulations through 
 - :mod:`~dynamix.evaluation.runs`: per-run readings of runs.csv rows (final accuracy, time, throughput);
 - :mod:`~dynamix.evaluation.targets`: target accuracy, time to target, censoring;
 - :mod:`~dynamix.evaluation.stats`: IQM, bootstrap intervals, paired per-seed values, aggregates;
-- :mod:`~dynamix.evaluation.compare`: a policy's time-to-target ratios against the baselines.
+- :mod:`~dynamix.evaluation.compare`: a policy's time-to-target ratios against the baselines;
+- :mod:`~dynamix.evaluation.oracle`: the oracle bound of a cluster, its global batch chosen in hindsight.
 
 **Target accuracy.** ``rl.target_accuracy > 0`` (or ``--target-accuracy``) fixes it for every
 cluster. Otherwise it is set per cluster as ``rl.target_fraction`` (default 0.9) x the best mean
