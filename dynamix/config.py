@@ -258,7 +258,7 @@ class ScalabilityExperiment:
     # Its workers are cycled to reach each size.
     cluster: str = setting("clusters/heldout/hetero-speed-4.yaml")
     workers: tuple[int, ...] = setting((4, 8, 16, 32), rng(1, 4096))
-    policies: tuple[str, ...] = setting(("dynamix", "static:64", "lbbsp", "lbbsp:batch=512"))
+    policies: tuple[str, ...] = setting(("dynamix", "static:64", "lbbsp", "lbbsp:batch=512", "gns"))
     # Budget per size in iterations: the time the static batch.initial run needs for this many iterations
     # on that size (0: experiments.epochs, so larger clusters take fewer, larger iterations).
     iterations: int = setting(0, rng(0, None))

@@ -17,7 +17,7 @@ from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.models import build_model, gradient_bytes
 from dynamix.evaluation import stats
 from dynamix.evaluation.compare import compare
-from dynamix.evaluation.runner import SimTask, evaluate, run_tasks
+from dynamix.evaluation.runner import SimTask, evaluate, run_simulations, run_tasks
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import time_to_target
 
@@ -269,3 +269,22 @@ def test_sim_key_separates_compressed_runs_and_keeps_the_keys_of_earlier_setting
     keys = {sim_key(cfg, cost), sim_key(lhc, cost), sim_key(ncf, cost),
             sim_key(cfg, dataclasses.replace(cost, wire_fraction=0.5))}
     assert len(keys) == 4
+
+
+def test_a_policy_asking_for_a_batch_the_cluster_cannot_hold_is_flagged_and_logged(setup, tmp_path, caplog):
+    """2 workers with batch.min = 8 hold no global batch below 16: lbbsp:batch=8 runs at 16, and says so."""
+    cfg, spec, cost = setup
+    with caplog.at_level("WARNING", logger="dynamix.sim.run"):
+        runs, summary = evaluate([spec], ["static:8", "lbbsp:batch=8"], cfg, seeds=1, out_dir=tmp_path,
+                                 progress=False, cost=cost, budget="epochs")
+    flags = pd.read_csv(tmp_path / "summary.csv").set_index("policy")["clamped"]
+    assert flags.to_dict() == {"static:8": False, "lbbsp:batch=8": True}
+    assert set(runs.loc[runs["policy"] == "lbbsp:batch=8", "global_batch"]) == {16}
+    assert any("lbbsp:batch=8 asks for a global batch of 8" in r.getMessage() and "it runs at 16" in r.getMessage()
+               for r in caplog.records)
+    # the experiments' runs.csv rows carry the flag, and so do their per-run summaries
+    tasks = [SimTask(spec, cfg, p, 0) for p in ("static:8", "lbbsp:batch=8")]
+    rows = run_simulations(tasks, cost=cost, cache=tmp_path / "cache", progress=False)
+    assert rows.groupby("policy")["clamped"].all().to_dict() == {"static:8": False, "lbbsp:batch=8": True}
+    per_run = run_summary(rows, ["policy"]).set_index("policy")
+    assert per_run["clamped"].to_dict() == {"static:8": False, "lbbsp:batch=8": True}

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from dynamix.policies import Bounds, PolicyContext, make_policy
+from dynamix.config import OptimConfig
 from dynamix.policies.gns import GradientNoiseEstimator, adascale_gain, efficiency, noise_moments
+from dynamix.train.optim import batch_scaling, learning_rate
 
 from helpers.synthetic import LinearRegressionProblem, SyntheticCluster, drive
 
@@ -115,3 +117,23 @@ def test_gns_state_round_trip_reproduces_decisions():
     restored.load_state_dict(json.loads(json.dumps(first.state_dict())))  # JSON-safe state
     workers, glob = cluster.run_window(history[-1][0])
     assert restored.decide(workers, glob) == first.decide(workers, glob)
+
+
+@pytest.mark.parametrize("rule", ["sqrt", "linear", "none"])
+def test_gns_takes_the_adascale_gain_instead_of_the_configs_batch_rule(rule):
+    """lr = lr0 * scaling(M0) * r(M): the learning rate GNS starts from, times the gain; never the
+    config's batch rule and the gain together (lr0 * scaling(M) * r(M))."""
+    cfg = OptimConfig(lr=0.1, lr_scaling=rule, base_batch=64)
+    ctx = PolicyContext(n_workers=4, initial_batch_sizes=(32,) * 4, bounds=Bounds(32, 1024),
+                        lr_scaling=rule, base_batch=64)
+    cluster = SyntheticCluster([2.0] * 4, [0.05] * 4, comm_ms=20.0, lr=0.02, window=10,
+                               problem=LinearRegressionProblem(dim=20, noise_std=1.0), seed=0)
+    policy = make_policy("gns:refit=20")
+    history = drive(policy, cluster, ctx, 40)
+    decision = policy.decide(*cluster.run_window(history[-1][0]))
+    batch, m0, lr_scale = sum(decision.batch_sizes), 128, decision.lr_scale
+    assert batch >= 2 * m0 and policy.gain(batch) > 1.5  # the batch grew and the gain with it
+    lr = learning_rate(cfg, 0, 1, batch, lr_scale)
+    assert lr == pytest.approx(cfg.lr * batch_scaling(rule, m0, 64) * policy.gain(batch))
+    if rule != "none":
+        assert lr < cfg.lr * batch_scaling(rule, batch, 64) * policy.gain(batch) / 1.4

@@ -236,3 +236,14 @@ def test_every_baseline_returns_one_bounded_size_per_worker(spec):
         for sizes, _, lr_scale in drive(make_policy(spec), cluster, ctx, 12):
             assert len(sizes) == n and all(bounds.min <= s <= bounds.max for s in sizes)
             assert np.isfinite(lr_scale) and lr_scale > 0
+
+
+def test_a_global_batch_the_workers_cannot_hold_is_flagged_not_clamped_silently():
+    bounds = Bounds(32, 1024)
+    note = make_policy("lbbsp:batch=512").unmet_request(32, bounds)
+    assert note == ("lbbsp:batch=512 asks for a global batch of 512, which 32 workers cannot hold within "
+                    "batch.min, batch.max = [32, 1024] (global [1024, 32768]): it runs at 1024")
+    assert make_policy("lbbsp:batch=512").unmet_request(16, bounds) is None  # 16 x 32 = 512: held
+    assert make_policy("lbbsp").unmet_request(32, bounds) is None  # the run's own initial batch
+    assert make_policy("lbbsp:batch=99999").unmet_request(4, bounds).endswith("it runs at 4096")
+    assert make_policy("static:64").unmet_request(32, bounds) is None

@@ -24,7 +24,7 @@ from pathlib import Path
 from dynamix import config
 from dynamix.cli import add_config_arguments
 from dynamix.errors import UserError
-from dynamix.policies import make_policy
+from dynamix.policies import make_live_policy
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--tls-cert and --tls-key go together: give both or neither")
     tls = (args.tls_key.read_bytes(), args.tls_cert.read_bytes()) if args.tls_cert else None
     store = PolicyStateStore(args.state_file) if args.state_file else None
-    arbitrator = Arbitrator(make_policy(spec), RunSettings.from_config(cfg), store=store)
+    arbitrator = Arbitrator(make_live_policy(spec), RunSettings.from_config(cfg), store=store)
     try:
         server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
                                   max_threads=cfg.arbitrator.max_threads)

@@ -11,6 +11,7 @@ from dynamix import cluster as cluster_mod
 from dynamix import config as config_mod
 from dynamix.cli import add_config_arguments
 from dynamix.engine.launch import build_torchrun_command, launch_env, parse_sizes, prepare, run_netns, world_size
+from dynamix.policies.base import check_live
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +38,8 @@ def main(args: argparse.Namespace) -> int:
     if args.arch:
         overrides.append(f"engine.arch={args.arch}")
     cfg = config_mod.load(args.params, args.profile, overrides)
+    if not args.arbitrator:  # the arbitrator's own command checks its policy
+        check_live(args.policy or cfg.policy.spec)
     nproc = args.nproc or cfg.engine.world_size
     spec_arg = args.cluster if args.cluster is not None else cfg.engine.cluster
     spec = None if spec_arg in ("", "none") else cluster_mod.load(spec_arg)

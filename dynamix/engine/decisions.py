@@ -16,12 +16,15 @@ ring mode; in parameter-server mode the servers are excluded).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol, runtime_checkable
 
 import torch.distributed as dist
 
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext, make_policy
+from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext, make_live_policy
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -57,6 +60,9 @@ class LocalPolicySource:
         d = None
         if dist.get_rank() == self._src_rank():
             self.policy.reset(ctx)
+            unmet = self.policy.unmet_request(ctx.n_workers, ctx.bounds)
+            if unmet:
+                log.warning("%s", unmet)
             d = self.policy.initial(ctx)
         return broadcast_decision(d, self._src_rank(), self.group)
 
@@ -75,4 +81,4 @@ def make_source(policy_spec: str, arbitrator: str | None, rank: int, group: Any 
         source = RemoteDecisionSource(arbitrator, rank, **remote_kwargs)
         source.group = group
         return source
-    return LocalPolicySource(make_policy(policy_spec) if rank == 0 else None, group)
+    return LocalPolicySource(make_live_policy(policy_spec) if rank == 0 else None, group)

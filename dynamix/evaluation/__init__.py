@@ -14,6 +14,7 @@ experiment (:mod:`dynamix.experiments`) run and score their simulations through 
 - :mod:`~dynamix.evaluation.tuning`: LB-BSP tuned on validation clusters;
 - :mod:`~dynamix.evaluation.sim2real`, :mod:`~dynamix.evaluation.validate_sim`: the simulator against the
   real engine (policies, and static runs).
+- :mod:`~dynamix.evaluation.oracle`: the oracle bound of a cluster, its global batch chosen in hindsight.
 
 The protocol itself (targets, budgets, the learning-rate rule, censoring, intervals, verdicts) is told
 once, in ``docs/protocol.md``.

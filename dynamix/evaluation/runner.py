@@ -11,7 +11,8 @@ protocol of ``dynamix evaluate``::
 
 It writes ``OUT/runs.csv`` (the simulator's per-window rows, :data:`~dynamix.metrics.schema.RUNS_COLUMNS`,
 plus ``cluster``) and ``OUT/summary.csv`` (:data:`SUMMARY_COLUMNS`, one row per cluster, policy and
-seed; times in the simulator's virtual seconds; ``budget_s`` empty for the ``epochs`` budget).
+seed; times in the simulator's virtual seconds; ``budget_s`` empty for the ``epochs`` budget; ``clamped``
+True for a run whose policy could not run as its spec asks, :func:`simulate_task`).
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ from dynamix.evaluation.cache import cached_run
 from dynamix.evaluation.runs import run_totals
 from dynamix.evaluation.targets import set_targets
 from dynamix.metrics.schema import RUNS_COLUMNS
-from dynamix.policies.base import make_policy
+from dynamix.policies.base import Bounds, make_policy
 from dynamix.sim.cluster import calibrated_cost
 from dynamix.sim.run import simulate
 
 log = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ["cluster", "policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s",
-                   "target_accuracy", "iterations", "mean_global_batch", "budget", "budget_s"]
+                   "target_accuracy", "iterations", "mean_global_batch", "budget", "budget_s", "clamped"]
 
 
 def policy_label(spec: str) -> str:
@@ -83,13 +84,17 @@ def _dataset(data_cfg: DataConfig):
 
 
 def simulate_task(task: SimTask, cost: CostModel, cache: Path | None = None) -> pd.DataFrame:
-    """The simulator's rows of one task (read back from ``cache`` when it ran before), timed by ``cost``."""
+    """The simulator's rows of one task (read back from ``cache`` when it ran before), timed by ``cost``,
+    with a ``clamped`` column: True when the policy cannot run as its spec asks on this cluster (a
+    global batch its workers cannot hold within ``batch.min``/``batch.max``; the simulator logs why)."""
     if task.cfg.train.threads:
         torch.set_num_threads(task.cfg.train.threads)
     policy = make_policy(task.policy)
     data = _dataset(task.cfg.data)
-    return cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: simulate(
+    frame = cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: simulate(
         task.spec, task.cfg, policy, task.seed, progress=False, data=data, cost=cost))
+    bounds = Bounds(task.cfg.batch.min, task.cfg.batch.max)
+    return frame.assign(clamped=policy.unmet_request(task.spec.n_workers, bounds) is not None)
 
 
 def workload_costs(tasks: Sequence[SimTask]) -> list[CostModel]:
@@ -216,7 +221,8 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     for task, frame, budget_s in zip(tasks, frames, budget_of):
         frame.insert(0, "cluster", task.spec.name)
         rows.append({"cluster": task.spec.name, "policy": names[task.policy], "seed": task.seed,
-                     **run_totals(frame), "budget": budget, "budget_s": budget_s})
+                     **run_totals(frame), "budget": budget, "budget_s": budget_s,
+                     "clamped": bool(frame["clamped"].iloc[0])})
     runs = pd.concat(frames, ignore_index=True)[["cluster", *RUNS_COLUMNS]]
     summary = pd.DataFrame(rows)
     fixed = cfg.rl.target_accuracy if target_accuracy is None else target_accuracy

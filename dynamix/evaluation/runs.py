@@ -36,7 +36,9 @@ def run_summary(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     - ``total_time_s``: the run's (virtual) duration;
     - ``iterations``, ``epochs``: the optimiser steps taken and the epochs of the training set seen;
     - ``throughput_samples_per_s``: samples processed over the whole run / total_time_s, where a
-      window contributes global_batch x (iterations in that window).
+      window contributes global_batch x (iterations in that window);
+    - ``clamped`` (when ``runs`` has that column, :func:`dynamix.evaluation.runner.simulate_task`): the
+      policy could not run as its spec asked (e.g. a global batch beyond n x bounds).
     """
     rows = []
     for rid, run in runs.groupby("run_id", sort=False):
@@ -50,6 +52,8 @@ def run_summary(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         row["iterations"] = int(w["iteration"].iloc[-1])
         row["epochs"] = float(w["epoch"].iloc[-1])
         row["throughput_samples_per_s"] = float((w["global_batch"] * iters).sum()) / total_s if total_s > 0 else math.nan
+        if "clamped" in w:
+            row["clamped"] = bool(w["clamped"].any())
         rows.append(row)
     return pd.DataFrame(rows)
 

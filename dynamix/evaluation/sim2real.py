@@ -46,7 +46,7 @@ from dynamix.evaluation import stats
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import censored_time, set_targets
 from dynamix.models import build_model, gradient_bytes
-from dynamix.policies.base import make_policy
+from dynamix.policies.base import make_live_policy, make_policy
 from dynamix.sim.run import simulate
 from dynamix.evaluation.validate_sim import engine_calibration
 
@@ -71,7 +71,7 @@ def engine_run(cfg: Config, spec: clusters.ClusterSpec, policy_spec: str, out_di
 
     if out_dir.exists():
         shutil.rmtree(out_dir)  # a measurement: never resume or append to an earlier run
-    with local_server(make_policy(policy_spec), RunSettings.from_config(cfg)) as server:
+    with local_server(make_live_policy(policy_spec), RunSettings.from_config(cfg)) as server:
         run_local(cfg, spec, None, out_dir, spec.n_workers, method="torchrun", arbitrator=server.target,
                   timeout_s=3600)
     return pd.read_csv(out_dir / "runs.csv")

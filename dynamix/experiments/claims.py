@@ -26,6 +26,7 @@ import pandas as pd
 from dynamix import io, paths, plots
 from dynamix.config import Config
 from dynamix.evaluation import stats
+from dynamix.evaluation.oracle import ORACLE
 from dynamix.evaluation.sim2real import ratios as sim2real_ratios
 from dynamix.evaluation.targets import censored_time
 from dynamix.experiments.manifest import write_manifest
@@ -276,22 +277,45 @@ def engine_rows(cfg: Config) -> list[dict]:
     return rows
 
 
+def headroom_share(median_static_t: float, policy_t: float, oracle_t: float) -> float:
+    """A policy's share of a cluster's headroom in time to target,
+
+        share = (T_median static - T_policy) / (T_median static - T_oracle),
+
+    0 for the median static, 1 for the oracle bound (:mod:`dynamix.evaluation.oracle`), below 0 for a
+    policy slower than the median static. NaN when the oracle is not faster than the median static
+    (no headroom to share) or a time is missing."""
+    room = median_static_t - oracle_t
+    if not (math.isfinite(room) and math.isfinite(policy_t)) or room <= 0:
+        return math.nan
+    return (median_static_t - policy_t) / room
+
+
 def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     """Per cell (cluster, optimizer) and reference: DYNAMIX's per-seed time-to-target ratio to the median
     static and to every adaptive policy run there, geometric mean and t interval over seeds, and the
-    verdict (lower is better; censored times as everywhere, :func:`~dynamix.evaluation.targets.censored_time`)."""
+    verdict (lower is better; censored times as everywhere, :func:`~dynamix.evaluation.targets.censored_time`).
+
+    With ``oracle`` runs in ``inference``, two columns more: ``headroom_share``, the reference's
+    :func:`headroom_share`, and ``agent_headroom_share``, DYNAMIX's, from the mean censored times over
+    seeds (NaN in a cell without oracle runs)."""
     t = stats.paired(inference, censored_time(inference), ["cluster", "optimizer"])
     static = static_sweep(t.columns)
     adaptive = [p for p in t.columns if p != "dynamix" and not str(p).startswith("static:")]
     rows = []
     for (cl, opt), g in t.groupby(level=[0, 1], sort=False):
         refs = {"median static": g[static].median(axis=1), **{p: g[p] for p in adaptive}}
+        median_t = float(refs["median static"].mean())
+        oracle_t = float(g[ORACLE].mean()) if ORACLE in g else math.nan
         for ref, den in refs.items():
             est = stats.ratio_interval((g["dynamix"] / den).to_numpy(), cfg.experiments.ci)
             row = with_verdict({"kind": "ours", "paper": math.nan, "unit": "time ratio", "null": 1.0,
                                 "side": "below", **est}, cfg)
             rows.append({"cluster": cl, "optimizer": opt, "reference": ref, **est, "n_cells": 1,
                          "verdict": row["verdict"]})
+            if ORACLE in t.columns:
+                rows[-1]["headroom_share"] = headroom_share(median_t, float(den.mean()), oracle_t)
+                rows[-1]["agent_headroom_share"] = headroom_share(median_t, float(g["dynamix"].mean()), oracle_t)
     return pd.DataFrame(rows)
 
 

@@ -149,7 +149,7 @@ def engine_run(cfg: Config, out_dir: Path, pdir: Path) -> dict:
     long, and the checkpoint of an earlier run under other settings would stop the engine (it
     refuses a checkpoint of another configuration)."""
     from dynamix.engine import run_local
-    from dynamix.policies import make_policy
+    from dynamix.policies import make_live_policy
     from dynamix.rpc.arbitrator import RunSettings
     from dynamix.rpc.local import local_server
 
@@ -159,7 +159,7 @@ def engine_run(cfg: Config, out_dir: Path, pdir: Path) -> dict:
         "train": {"max_iters": e.engine_iters, "eval_every": max(1, e.engine_iters // 4),
                   "checkpoint_every": 10 * e.engine_iters},
     })  # fmt: skip
-    policy = make_policy(shared.resolve_policy(e.engine_policy, pdir, cfg.experiments.policy_training.name))
+    policy = make_live_policy(shared.resolve_policy(e.engine_policy, pdir, cfg.experiments.policy_training.name))
     shutil.rmtree(out_dir, ignore_errors=True)
     decided: dict[int, tuple[int, ...]] = {}
     with local_server(policy, RunSettings.from_config(ecfg),

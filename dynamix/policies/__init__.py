@@ -6,6 +6,7 @@ Spec strings (CLI ``--policy``, ``params.yaml`` ``policy.spec``, the arbitrator)
 - ``lbbsp:deadband=0.05,history=8,decay=0.7``: keep B, split it by fitted speed (:mod:`.lbbsp`);
 - ``gns:refit=50,gain=0.05,smoothing=0.98``: Pollux goodput with the AdaScale LR gain (:mod:`.gns`);
 - ``ramp:factor=2,every=200`` or ``ramp:epochs=1``: multiply b every N iterations/epochs (:mod:`.ramp`);
+- ``oracle:batch=256``: simulator only, splits B by the true future speeds (:mod:`.oracle`), the bound;
 - ``dynamix:PATH``: the trained RL arbitrator (:mod:`dynamix.rl.policy`, registered lazily: the RL
   layer sits above this one).
 
@@ -13,13 +14,15 @@ Shared pieces: :mod:`.allocation` (equal-finish split of a global batch, pure fu
 :mod:`.timing` (online per-worker time fits).
 """
 
-from dynamix.policies import gns, lbbsp, ramp, static  # noqa: F401
+from dynamix.policies import gns, lbbsp, oracle, ramp, static  # noqa: F401
 from dynamix.policies.base import (  # noqa: F401
     BatchSizePolicy,
     Bounds,
     Decision,
     PolicyContext,
+    check_live,
     known_policies,
+    make_live_policy,
     make_policy,
     register,
     register_lazy,

@@ -18,7 +18,9 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
 
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 
@@ -32,6 +34,22 @@ class Bounds:
 
     def clamp(self, b: float) -> int:
         return int(min(self.max, max(self.min, round(b))))
+
+    def global_range(self, n_workers: int) -> tuple[int, int]:
+        """The global batches ``n_workers`` workers can hold: [n min, n max]."""
+        return n_workers * self.min, n_workers * self.max
+
+
+def unheld_global_batch(name: str, batch: int, n_workers: int, bounds: Bounds) -> str | None:
+    """The warning for a policy whose spec asks for a global batch ``batch`` that ``n_workers``
+    workers cannot hold within the bounds (it runs at the nearest one they can); None when they can
+    (or ``batch`` is 0: the run's own initial batch)."""
+    lo, hi = bounds.global_range(n_workers)
+    if batch == 0 or lo <= batch <= hi:
+        return None
+    held = min(max(batch, lo), hi)
+    return (f"{name} asks for a global batch of {batch}, which {n_workers} workers cannot hold within "
+            f"batch.min, batch.max = [{bounds.min}, {bounds.max}] (global [{lo}, {hi}]): it runs at {held}")
 
 
 @dataclass(frozen=True)
@@ -58,6 +76,33 @@ def check_decision(decision: Decision, n_workers: int, bounds: Bounds) -> Decisi
 
 
 @dataclass(frozen=True)
+class WindowForecast:
+    """The coming window's k iterations as they will run at one batch vector: arrays (k, n) of
+    true speeds, bandwidths (Gbit/s) and compute times (ms), and (k,) iteration times (ms)."""
+
+    speeds: np.ndarray
+    bandwidth_gbps: np.ndarray
+    compute_ms: np.ndarray
+    iter_ms: np.ndarray
+
+
+class Foresight(Protocol):
+    """A read-only view of the future that only the simulator can offer (it holds the cluster's
+    true speeds, bandwidths and scheduled events; :class:`dynamix.sim.foresight.ClusterForesight`).
+    Policies that use it are simulator-only (``register(kind, simulator_only=True)``)."""
+
+    @property
+    def max_batch(self) -> np.ndarray:
+        """Each worker's device memory cap: the simulator holds larger sizes at it."""
+
+    def window(self, batch_sizes: Sequence[int]) -> WindowForecast:
+        """The coming window at ``batch_sizes`` (events, stragglers and jitter exactly as they will be drawn)."""
+
+    def compute_ms(self, batch_sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:
+        """The cost model's compute time (ms) of batch(es) at speed(s), broadcast like numpy."""
+
+
+@dataclass(frozen=True)
 class PolicyContext:
     """What a policy is told once, before the first window."""
 
@@ -69,6 +114,8 @@ class PolicyContext:
     optimizer: str = "sgd"  # "sgd" or "adam": AdaScale uses r for SGD, r**0.5 for Adam
     dataset_size: int = 50000  # training samples: lets policies reason in epochs
     seed: int = 0
+    lr_scaling: str = "none"  # optim.lr_scaling, the backend's LR rule that lr_scale multiplies
+    base_batch: int = 128  # optim.base_batch of that rule
 
 
 class BatchSizePolicy(ABC):
@@ -87,6 +134,16 @@ class BatchSizePolicy(ABC):
     def initial(self, ctx: PolicyContext) -> Decision:
         """Batch sizes for the first window (before any measurement); default: the context's."""
         return Decision(tuple(ctx.bounds.clamp(b) for b in ctx.initial_batch_sizes))
+
+    def foresee(self, view: Foresight) -> None:
+        """The simulator offers every policy its :class:`Foresight` before :meth:`reset`; only
+        simulator-only policies use it (the default ignores it)."""
+
+    def unmet_request(self, n_workers: int, bounds: Bounds) -> str | None:
+        """Why this policy cannot run as its spec asks on ``n_workers`` workers (e.g. a global batch
+        outside n x bounds, which it clamps), or None. The simulator logs it; run summaries flag it
+        (``clamped``)."""
+        return None
 
     def state_dict(self) -> dict:
         """Plain-data state for checkpoints (restored after :meth:`reset`); stateless policies: {}."""
@@ -117,13 +174,18 @@ def parse_spec_args(kind: str, arg: str, options: type) -> Any:
 
 Factory = Callable[[str], BatchSizePolicy]
 _REGISTRY: dict[str, Factory | str] = {}  # kind -> factory, or "package.module:name" of a factory
+_SIMULATOR_ONLY: set[str] = set()  # kinds that read the simulator's Foresight
 
 
-def register(kind: str) -> Callable[[Factory], Factory]:
-    """Class or function decorator: ``kind`` is the spec prefix, the factory takes the argument."""
+def register(kind: str, simulator_only: bool = False) -> Callable[[Factory], Factory]:
+    """Class or function decorator: ``kind`` is the spec prefix, the factory takes the argument.
+    ``simulator_only``: the policy needs the simulator's :class:`Foresight`; real workers (the
+    engine, the arbitrator: :func:`make_live_policy`) refuse it."""
 
     def deco(factory: Factory) -> Factory:
         _REGISTRY[kind] = factory
+        if simulator_only:
+            _SIMULATOR_ONLY.add(kind)
         return factory
 
     return deco
@@ -156,6 +218,26 @@ def make_policy(spec: str) -> BatchSizePolicy:
 
         raise ConfigError(f"policy spec {spec!r}: unknown policy {kind!r}: must be one of {', '.join(sorted(_REGISTRY))}")
     return _factory(kind)(arg)
+
+
+def check_live(spec: str) -> None:
+    """Refuse a simulator-only policy where real workers would follow it (engine, arbitrator)."""
+    import dynamix.policies  # noqa: F401
+
+    kind = spec.partition(":")[0]
+    if kind in _SIMULATOR_ONLY:
+        from dynamix.config import ConfigError
+
+        raise ConfigError(f"policy spec {spec!r}: {kind} reads the simulator's true future speeds, bandwidths "
+                          "and events, so it runs only in the simulator (dynamix simulate, dynamix evaluate), "
+                          "not on the engine or the arbitrator")
+
+
+def make_live_policy(spec: str) -> BatchSizePolicy:
+    """:func:`make_policy` for real workers: every engine and arbitrator policy is made here, so
+    :func:`check_live` refuses simulator-only policies in one place."""
+    check_live(spec)
+    return make_policy(spec)
 
 
 def known_policies() -> list[str]:

@@ -42,9 +42,18 @@ model (:mod:`dynamix.policies.timing`: every worker's affine compute time, the s
 split of M, plus synchronisation). Every ``refit`` iterations the policy evaluates goodput on a
 geometric grid over [max(M0, N*min), N*max] and switches to the best M only if it beats the
 current batch's goodput by more than ``gain`` (5%); the new M is split across workers in proportion
-to speed (LB-BSP's allocation). Every window the learning rate is scaled by the AdaScale gain r of
-the batch in force (r**0.5 for Adam, whose step is already normalised by the gradient scale).
-Use it with ``optim.lr_scaling: none``, otherwise the LR is scaled twice.
+to speed (LB-BSP's allocation).
+
+Learning rate: one rule, AdaScale's, in place of the config's batch rule (``optim.lr_scaling``, which
+every other policy follows). The backend computes lr = lr0 * schedule * scaling(B) * lr_scale
+(:mod:`dynamix.train.optim`); GNS returns
+
+    lr_scale = r(M) * scaling(M0) / scaling(M),   so   lr = lr0 * scaling(M0) * schedule * r(M),
+
+the learning rate of the initial batch M0 under the config's rule (the one every policy starts
+from) times the AdaScale gain r of the batch in force (r**0.5 for Adam, whose step is already
+normalised by the gradient scale). The sqrt or linear rule and the gain are never applied together:
+both raise the LR with the batch, and together they would give GNS a larger step than either rule.
 
 Spec: ``gns`` or ``gns:refit=50,gain=0.05,smoothing=0.98,grid=32,deadband=0.05,history=8,decay=0.7``.
 """
@@ -62,6 +71,7 @@ from dynamix.config import rng, setting
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext, parse_spec_args, register
 from dynamix.policies.lbbsp import SpeedSplitter
+from dynamix.train.optim import batch_scaling
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +213,17 @@ class GnsPolicy(BatchSizePolicy):
         eff = efficiency(batch, self.m0, self.estimator.var, self.estimator.grad_sqr)
         return 1000.0 * batch / t_ms * eff
 
-    def _lr_scale(self, batch: int) -> float:
+    def gain(self, batch: int) -> float:
+        """The AdaScale gain r(M) of global batch ``batch`` (r**0.5 for Adam; 1 before any estimate)."""
         if not self.estimator.ready:
             return 1.0
         r = adascale_gain(max(batch, self.m0), self.m0, self.estimator.var, self.estimator.grad_sqr)
         return float(r**0.5) if self.ctx.optimizer == "adam" else float(r)
+
+    def _lr_scale(self, batch: int) -> float:
+        """r(M) * scaling(M0) / scaling(M): the gain instead of the config's batch rule (module docstring)."""
+        rule, base = self.ctx.lr_scaling, self.ctx.base_batch
+        return self.gain(batch) * batch_scaling(rule, self.m0, base) / batch_scaling(rule, batch, base)
 
     def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
         current = tuple(int(w.batch_size) for w in workers)

@@ -13,7 +13,10 @@ exceeds the new one's by more than ``deadband`` (relative). Measurement noise th
 sizes oscillate, and each change pays for the re-sharding it causes.
 
 Spec: ``lbbsp`` or ``lbbsp:deadband=0.05,history=8,decay=0.7,batch=0`` (``batch`` > 0 fixes B,
-otherwise B is the run's initial global batch).
+otherwise B is the run's initial global batch). A B that the workers cannot hold within the bounds
+(e.g. 512 on 32 workers with batch.min = 32) runs at the nearest one they can, and says so
+(:meth:`~dynamix.policies.base.BatchSizePolicy.unmet_request`: a logged warning and the run's
+``clamped`` flag in the evaluation summaries).
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from typing import Sequence
 from dynamix.config import rng, setting
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.allocation import allocate
-from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext, parse_spec_args, register
+from dynamix.policies.base import (
+    BatchSizePolicy,
+    Bounds,
+    Decision,
+    PolicyContext,
+    parse_spec_args,
+    register,
+    unheld_global_batch,
+)
 from dynamix.policies.timing import ClusterTimeModel
 
 log = logging.getLogger(__name__)
@@ -77,6 +88,9 @@ class LbbspPolicy(BatchSizePolicy):
         o = self.options
         self.global_batch = o.batch or sum(ctx.initial_batch_sizes)
         self.splitter = SpeedSplitter(ctx.n_workers, ctx.bounds, o.history, o.decay, o.deadband)
+
+    def unmet_request(self, n_workers: int, bounds: Bounds) -> str | None:
+        return unheld_global_batch(self.name, self.options.batch, n_workers, bounds)
 
     def initial(self, ctx: PolicyContext) -> Decision:
         """Equal split of B before any measurement (nothing is known about speeds yet)."""

@@ -76,6 +76,10 @@ class RunSettings:
     window_iters: int = 10  # k
     barrier_timeout_s: float = 1.0
     idle_run_timeout_s: float = 60.0  # a run silent this long may be replaced by a new run
+    # the workers' LR rule (optim.lr_scaling, optim.base_batch) that a decision's lr_scale multiplies;
+    # from the arbitrator's config, not sent to the workers
+    lr_scaling: str = "none"
+    base_batch: int = 128
 
     @classmethod
     def from_config(cls, cfg: Config) -> "RunSettings":
@@ -85,6 +89,8 @@ class RunSettings:
             window_iters=cfg.batch.window,
             barrier_timeout_s=cfg.arbitrator.barrier_timeout_s,
             idle_run_timeout_s=cfg.arbitrator.idle_run_timeout_s,
+            lr_scaling=cfg.optim.lr_scaling,
+            base_batch=cfg.optim.base_batch,
         )
 
 
@@ -246,6 +252,8 @@ class Arbitrator:
             optimizer=reg.optimizer,
             dataset_size=reg.dataset_size,
             seed=reg.seed,
+            lr_scaling=s.lr_scaling,
+            base_batch=s.base_batch,
         )
         self.policy.reset(ctx)
         initial = self._checked(self.policy.initial(ctx), reg.world_size)

@@ -99,7 +99,8 @@ class RemoteDecisionSource:
         b = self.cfg.batch
         return PolicyContext(n_workers=len(current), initial_batch_sizes=tuple(current), bounds=Bounds(b.min, b.max),
                              actions=tuple(b.actions), window=b.window, optimizer=self.cfg.optim.name,
-                             seed=self.cfg.train.seed)
+                             seed=self.cfg.train.seed, lr_scaling=self.cfg.optim.lr_scaling,
+                             base_batch=self.cfg.optim.base_batch)
 
     def _client(self, ctx: PolicyContext) -> ArbitratorClient:
         reg = Registration(

@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from dynamix.cluster import ClusterSpec
-from dynamix.cluster.costmodel import CostModel
+from dynamix.cluster.costmodel import CostModel, IterationCost
 from dynamix.cluster.dynamics import ClusterDynamics
 from dynamix.comm import reduce_in_process
 from dynamix.config import Config
@@ -142,6 +142,27 @@ class VirtualCluster:
         self.test_loss, self.test_acc = self.trainer.evaluate(self._test_x, self._test_y)
         return self.test_loss, self.test_acc
 
+    def iteration_cost(self, b: np.ndarray, iteration: int, elapsed_s: float, dynamics: ClusterDynamics,
+                       cost: CostModel | None = None) -> tuple[IterationCost, np.ndarray, np.ndarray]:
+        """Virtual time of iteration ``iteration`` (0-based) starting at ``elapsed_s`` at sizes ``b``:
+        the spec's true speeds and bandwidths under ``dynamics``, then ``cost`` (default: the cluster's
+        cost model; a compressed iteration passes its own). Returns (cost, speeds, bandwidths in Gbit/s)."""
+        speed_f, bw_f = dynamics.factors(iteration, elapsed_s)
+        speeds, bandwidth = self._speeds * speed_f, self._bandwidth * bw_f
+        model = cost or self.cost
+        return (model.iteration(b, speeds, bandwidth, self._latency, self.spec.architecture, self._fixed_ms),
+                speeds, bandwidth)
+
+    @property
+    def fixed_ms(self) -> np.ndarray:
+        """Each worker's device fixed cost per iteration (ms)."""
+        return self._fixed_ms.copy()
+
+    @property
+    def max_batch(self) -> np.ndarray:
+        """Each worker's device memory cap (``max_batch``): :meth:`clamp` holds sizes below it."""
+        return self._max_batch.copy()
+
     # ------------------------------------------------------------------------------------------------
     def run_window(self, batch_sizes, lr_scale: float = 1.0) -> tuple[list[WorkerWindow], GlobalWindow]:
         """Run k = ``batch.window`` real iterations (fewer if the budget ends first) at ``batch_sizes``."""
@@ -178,11 +199,8 @@ class VirtualCluster:
             del grads, agg
             progress = schedule_progress(self.cfg.train, self.trainer.iteration, self.sampler.epochs_done)
             lr = self.trainer.apply(big_b, lr_scale, progress)
-            # virtual time: this iteration's speeds and bandwidths, then the cost model
-            speed_f, bw_f = self.dynamics.factors(self.trainer.iteration - 1, self.elapsed_s)
-            speeds = self._speeds * speed_f
-            cost = cost_model.iteration(b, speeds, self._bandwidth * bw_f, self._latency,
-                                        self.spec.architecture, self._fixed_ms)
+            cost, speeds, _ = self.iteration_cost(b, self.trainer.iteration - 1, self.elapsed_s, self.dynamics,
+                                                  cost_model)
             self.elapsed_s += cost.iter_ms / 1e3
             sums["compute"] += cost.compute_ms
             sums["wait"] += cost.wait_ms

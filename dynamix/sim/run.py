@@ -5,7 +5,8 @@
 
 The loop is the one every backend runs: ``policy.reset(ctx)``, ``policy.initial(ctx)``, then per
 window ``cluster.run_window(sizes, lr_scale)`` and ``policy.decide(workers, glob)`` until the budget
-is spent, each decision checked as the engine checks it (length, ``batch`` bounds, lr_scale > 0).
+is spent (before ``reset`` the simulator offers the policy its :class:`~dynamix.sim.foresight.ClusterForesight`,
+which only simulator-only policies read), each decision checked as the engine checks it (length, ``batch`` bounds, lr_scale > 0).
 The result is a tidy frame with columns :data:`dynamix.metrics.schema.RUNS_COLUMNS`, one row
 per (window, rank), ``backend = "sim"``. Same seed and spec give a bit-identical ``runs.csv``.
 """
@@ -26,6 +27,7 @@ from dynamix.data import Cifar10
 from dynamix.metrics.schema import RUNS_COLUMNS, window_rows
 from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext, check_decision
 from dynamix.sim.cluster import VirtualCluster
+from dynamix.sim.foresight import ClusterForesight
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,8 @@ def policy_context(cluster: VirtualCluster, cfg: Config, seed: int) -> PolicyCon
         optimizer=cfg.optim.name,
         dataset_size=len(cluster.data.train_y),
         seed=seed,
+        lr_scaling=cfg.optim.lr_scaling,
+        base_batch=cfg.optim.base_batch,
     )
 
 
@@ -57,7 +61,11 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
         torch.set_num_threads(cfg.train.threads)
     cluster = VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
     ctx = policy_context(cluster, cfg, seed)
+    policy.foresee(ClusterForesight(cluster))
     policy.reset(ctx)
+    unmet = policy.unmet_request(ctx.n_workers, ctx.bounds)
+    if unmet:
+        log.warning("%s on %s: %s", policy.name, spec.name, unmet)
     decision = check_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds)
     key = {"run_id": run_id(spec, policy, seed), "backend": "sim", "policy": policy.name, "seed": seed}
     rows: list[dict] = []

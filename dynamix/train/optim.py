@@ -47,6 +47,11 @@ def learning_rate(cfg: OptimConfig, iteration: int, total_iters: int, global_bat
         sched = 0.1 ** (iteration // cfg.step_every_iters)
     else:
         sched = 1.0
-    ratio = global_batch / cfg.base_batch
-    scale = {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[cfg.lr_scaling]
-    return cfg.lr * warm * sched * scale * lr_scale
+    return cfg.lr * warm * sched * batch_scaling(cfg.lr_scaling, global_batch, cfg.base_batch) * lr_scale
+
+
+def batch_scaling(rule: str, global_batch: float, base_batch: int) -> float:
+    """scaling(B) of the module docstring for ``optim.lr_scaling`` = ``rule``: 1, B / base_batch or
+    sqrt(B / base_batch)."""
+    ratio = global_batch / base_batch
+    return {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[rule]
