@@ -249,6 +249,11 @@ class InferenceExperiment:
                                               "clusters/validation/val-straggler-6.yaml"))
     tune_batches: tuple[int, ...] = setting((32, 64, 128, 256), rng(1, 65536))
     tune_seeds: int = setting(1, rng(1, 1000))
+    # The oracle bound (docs/protocol.md): per held-out cluster, ``oracle:batch=m x workers`` for every m
+    # here over ``oracle_seeds`` seeds, the fastest to the comparison's target in hindsight then run on
+    # every seed as ``oracle`` (dynamix/evaluation/oracle.py). (): no oracle.
+    oracle_batches: tuple[int, ...] = setting((), rng(1, 65536))
+    oracle_seeds: int = setting(1, rng(1, 1000))
 
 
 @dataclass(frozen=True)

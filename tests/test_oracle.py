@@ -247,3 +247,21 @@ def test_oracle_is_never_slower_than_lbbsp_on_random_clusters(data):
                                                    data=data, cost=cost))["elapsed"].to_numpy(), prepend=0.0)
                     for p in ("oracle", "lbbsp")}
         assert (window_s["oracle"] <= window_s["lbbsp"] * (1 + 1e-9)).all(), (seed, window_s)
+
+
+def test_inference_adds_the_oracle_bound_at_its_hindsight_batch_on_every_seed(tmp_path):
+    import pandas as pd
+
+    from dynamix.experiments import inference
+
+    cfg = config.load(profile="smoke", overrides={"experiments": {
+        "seeds": 2, "jobs": 1, "inference": {"oracle_batches": [16, 48], "oracle_seeds": 1}}})
+    spec = clusters.load("clusters/heldout/hetero-speed-4.yaml")
+    run_cfg = config.with_overrides(inference.workload(cfg, "sgd"), {"train": {"max_iters": 20, "eval_every": 10}})
+    per_run = pd.DataFrame([{"run_id": f"x{s}", "cluster": spec.name, "optimizer": "sgd", "policy": "static:32",
+                             "seed": s, "target_accuracy": 0.15, "time_to_target_s": 1.0} for s in (0, 1)])
+    both, grid = inference.with_oracle(cfg, tmp_path, [(spec, run_cfg, "sgd")], [run_cfg], per_run)
+    oracle = both[both["policy"] == "oracle"]
+    assert sorted(oracle["seed"]) == [0, 1] and (oracle["target_accuracy"] == 0.15).all()
+    assert list(grid["batch"]) == [64, 192] and grid["chosen"].sum() == 1  # per-worker x 4 workers
+    assert len(both) == 4 and (oracle["iterations"] == 20).all()

@@ -11,7 +11,8 @@ censoring and intervals: ``docs/protocol.md``. Then one end-to-end run of the re
 gRPC arbitrator (``engine_iters`` iterations on ``engine_cluster``).
 
 Outputs: ``runs.csv``, ``summary.csv`` (per cluster, optimizer, policy, seed), ``clusters.csv``
-(:func:`cluster_table`), ``summary.json``, ``tuning.csv`` (the sweep's runs), ``engine/``, ``manifest.json``.
+(:func:`cluster_table`), ``summary.json``, ``tuning.csv`` (the sweep's runs), ``oracle.csv`` (the oracle's hindsight grid, :func:`with_oracle`), ``engine/``,
+``manifest.json``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from dynamix.evaluation import stats, tuning
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import curves, run_summary
-from dynamix.evaluation.targets import with_targets
+from dynamix.evaluation.oracle import ORACLE, oracle_search
+from dynamix.evaluation.targets import time_to_target, with_targets
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import read_manifest, write_manifest
 
@@ -73,6 +75,33 @@ def cluster_table(per_run: pd.DataFrame, specs: list[cluster.ClusterSpec]) -> pd
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
+def with_oracle(cfg: Config, out: Path, groups: list, run_cfgs: list[Config], per_run: pd.DataFrame
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``per_run`` with the oracle bound's runs (policy ``oracle``) and the hindsight grids.
+
+    Per held-out cluster and workload, :func:`~dynamix.evaluation.oracle.oracle_search` over
+    ``oracle_batches`` x workers on ``oracle_seeds`` seeds picks B*, then ``oracle:batch=B*`` runs on
+    every seed. Its times are read against the comparison's target, which the oracle does not move:
+    it bounds the policies' times to their own target."""
+    e = cfg.experiments.inference
+    seeds = shared.seeds(cfg)
+    tasks, grids, targets = [], [], {}
+    for (spec, _, opt), run_cfg in zip(groups, run_cfgs):
+        rows = per_run[(per_run["cluster"] == spec.name) & (per_run["optimizer"] == opt)]
+        targets[(spec.name, opt)] = target = float(rows["target_accuracy"].iloc[0])
+        found = oracle_search(spec, run_cfg, [m * spec.n_workers for m in e.oracle_batches],
+                              seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=shared.run_cache(out))
+        grids.append(found.grid.assign(optimizer=opt))
+        tasks += [SimTask(spec, run_cfg, f"oracle:batch={found.batch}", s, (("optimizer", opt),), label=ORACLE)
+                  for s in seeds]
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="oracle", cache=shared.run_cache(out))
+    oracle = run_summary(runs, KEYS)
+    oracle["target_accuracy"] = [targets[(c, o)] for c, o in zip(oracle["cluster"], oracle["optimizer"])]
+    oracle["time_to_target_s"] = [time_to_target(runs[runs["run_id"] == rid], t)
+                                  for rid, t in zip(oracle["run_id"], oracle["target_accuracy"])]
+    return pd.concat([per_run, oracle], ignore_index=True), pd.concat(grids, ignore_index=True)
+
+
 def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, pd.Series], pd.DataFrame]:
     """Per optimiser, the scores of ``lbbsp:tuned``'s candidates (:mod:`dynamix.evaluation.tuning`; the
     lowest is the choice) on the validation clusters ``experiments.inference.tune_clusters``, and the
@@ -113,9 +142,13 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     ]  # fmt: skip
     runs = run_simulations(tasks, cfg.experiments.jobs, desc="inference", cache=shared.run_cache(out))
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
+    grids = pd.DataFrame()
+    if e.oracle_batches:
+        per_run, grids = with_oracle(cfg, out, groups, run_cfgs, per_run)
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
+    io.write_csv(grids, out / "oracle.csv")
     io.write_csv(sweep.reindex(columns=[*tuning.TABLE_COLUMNS, "optimizer"]), out / "tuning.csv")
     agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg.experiments.ci)
     adaptive = [p for p in dict.fromkeys(per_run["policy"]) if p != "dynamix" and not p.startswith("static")]
