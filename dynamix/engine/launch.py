@@ -28,6 +28,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -66,6 +67,13 @@ def launch_env() -> dict[str, str]:
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
+def run_torchrun(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run a :func:`build_torchrun_command` line; torchrun's temporary log folders
+    (``torchelastic_*``) go to a private temporary folder removed when it ends."""
+    with tempfile.TemporaryDirectory(prefix="dynamix-launch-") as tmp:
+        return subprocess.run(cmd, env={**launch_env(), "TMPDIR": tmp}, **kwargs)
+
+
 def engine_args(cfg_path: Path, out_dir: Path, *, spec_path: Path | None = None, policy_spec: str | None = None,
                 arbitrator: str | None = None, initial_sizes: tuple[int, ...] | None = None,
                 progress: bool = False) -> list[str]:
@@ -90,7 +98,7 @@ def build_torchrun_command(cfg_path: Path, out_dir: Path, nproc: int, *, spec_pa
                            nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
                            rdzv_id: str = "dynamix", progress: bool = False) -> list[str]:
     """The torchrun command line (``nproc`` processes on this node)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+    cmd = [sys.executable, "-m", "dynamix.engine.torchrun", f"--nproc-per-node={nproc}",
            f"--max-restarts={max_restarts}"]
     if nnodes > 1:
         if not rdzv_endpoint:
@@ -157,7 +165,7 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
                                  policy_spec=policy_spec, arbitrator=arbitrator, initial_sizes=initial_sizes,
                                  max_restarts=max_restarts, progress=progress)
     log.info("running %s", " ".join(cmd))
-    subprocess.run(cmd, check=True, timeout=timeout_s, env=launch_env())
+    run_torchrun(cmd, check=True, timeout=timeout_s)
     return json.loads((out / "summary.json").read_text())
 
 
@@ -169,3 +177,26 @@ def parse_sizes(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(v) for v in text.split(","))
     except ValueError:
         raise ConfigError(f"--initial {text!r} must be comma-separated integers, e.g. 64,64,32") from None
+
+
+def check_launch(cfg: Config, nproc: int, initial: tuple[int, ...] | None, max_restarts: int, nnodes: int,
+                 node_rank: int) -> None:
+    """Everything about a launch that can be checked before torchrun starts (one :class:`ConfigError`)."""
+    config_mod.check_value("--nproc", nproc, config_mod.rng(1, 4096))
+    config_mod.check_value("--max-restarts", max_restarts, config_mod.rng(0, 100))
+    config_mod.check_value("--nnodes", nnodes, config_mod.rng(1, 4096))
+    config_mod.check_value("--node-rank", node_rank, config_mod.rng(0, nnodes - 1))
+    if initial is not None:
+        workers = nproc if nnodes == 1 else None
+        if workers is not None and len(initial) != workers:
+            raise ConfigError(f"--initial {','.join(map(str, initial))} has {len(initial)} sizes: need one per "
+                              f"worker ({workers})")
+        config_mod.check_value("--initial", initial, config_mod.rng(cfg.batch.min, cfg.batch.max))
+
+
+def check_address(name: str, address: str) -> str:
+    """A ``HOST:PORT`` option: a host and a port in [1, 65535]."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"{name} = {address!r} is not allowed: must be HOST:PORT with a port in [1, 65535]")
+    return address

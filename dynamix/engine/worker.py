@@ -155,7 +155,10 @@ class Engine:
         self.group = dist.new_group(list(range(n))) if S else None
         self.server_groups = [dist.new_group(list(range(n)) + [self.layout.server_rank(s)]) for s in range(S)]
         self.is_server = self.rank >= n
-        self.policy_spec = policy_spec or cfg.policy.spec
+        # The policy that decides the batch sizes, as recorded in runs.csv and summary.json: with an
+        # arbitrator, the one it reports (adopted at registration, :meth:`_adopt_policy`).
+        self.arbitrator = arbitrator
+        self.policy_spec = f"arbitrator:{arbitrator}" if arbitrator else (policy_spec or cfg.policy.spec)
         self.run_key = {"run_id": run_id or (self.out.name if self.out else "engine"), "backend": "engine",
                         "policy": self.policy_spec, "seed": cfg.train.seed}
         seed_everything(cfg.train.seed)  # identical initial weights on every rank
@@ -182,7 +185,7 @@ class Engine:
         )
         if len(self.ctx.initial_batch_sizes) != n:
             raise ValueError(f"initial batch sizes {self.ctx.initial_batch_sizes}: need one per worker ({n})")
-        self.source: DecisionSource = make_source(self.policy_spec, arbitrator, self.rank, self.group,
+        self.source: DecisionSource = make_source(policy_spec or cfg.policy.spec, arbitrator, self.rank, self.group,
                                                   **({"cfg": cfg} if arbitrator else {}))
         self.sync = (PSClient(self.flat, [self.layout.server_rank(s) for s in range(S)], self.server_groups, self.rank)
                      if S else RingSync(self.flat, self.group))
@@ -248,11 +251,17 @@ class Engine:
         if st is None:
             d = check_decision(self.source.initial(self.ctx), self.layout.n_workers, self.bounds)
             self.sizes, self.lr_scale = d.batch_sizes, d.lr_scale
+            self._adopt_policy()
             self.total_iters = total_iterations(self.cfg, self.n_train, sum(self.sizes))
             self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, **self.compute)
             self.last_ckpt = 0
             return
         self.sizes, self.lr_scale = tuple(st["batch_sizes"]), st["lr_scale"]
+        if self.arbitrator:
+            self.policy_spec = self.run_key["policy"] = st.get("policy", self.policy_spec)
+        elif st.get("policy") != self.policy_spec:
+            raise ConfigError(f"checkpoint {self.out / CHECKPOINT} was written under policy {st.get('policy')!r}, "
+                              f"this run has {self.policy_spec!r}: use another output folder, or start afresh")
         self.total_iters = st["total_iters"]
         self.model.load_state_dict(st["model"])
         self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, **self.compute)
@@ -400,7 +409,20 @@ class Engine:
         d = check_decision(self.source.decide(self.rank, windows, glob, self.sizes), self.layout.n_workers,
                            self.bounds)
         self.sizes, self.lr_scale = d.batch_sizes, d.lr_scale
+        if self.arbitrator:
+            self._adopt_policy()
         self.window += 1
+
+    def _adopt_policy(self) -> None:
+        """Record the policy the arbitrator reports; refuse one other than the policy that decided this
+        run so far (a resumed run would otherwise be spliced from two policies under one label)."""
+        reported = getattr(self.source, "policy_name", None)
+        if not reported or reported == self.policy_spec:
+            return
+        if not self.policy_spec.startswith("arbitrator:"):
+            raise ConfigError(f"the arbitrator at {self.arbitrator} serves policy {reported!r}, but this run's batch "
+                              f"sizes came from {self.policy_spec!r}: serve that policy, or start the run afresh")
+        self.policy_spec = self.run_key["policy"] = reported
 
     def _checkpoint(self) -> None:
         makers: list[Any] = [None] * self.layout.n_workers
@@ -415,6 +437,7 @@ class Engine:
             "opt": self.sync.server_opt_states if self.layout.n_servers else self.trainer.opt.state_dict(),
             "sampler": self.sampler.state_dict(), "makers": makers, "batch_sizes": list(self.sizes),
             "lr_scale": self.lr_scale, "policy_state": policy.state_dict() if policy is not None else None,
+            "policy": self.policy_spec,
             "elapsed_s": self.elapsed_s, "rows": self.rows, "window": self.window,
             "last_test": list(self.last_test), "best_test_acc": self.best_test_acc, "resumes": self.resumes,
         }
@@ -430,7 +453,8 @@ class Engine:
         cfg = self.cfg
         summary = {
             "backend": "engine", "arch": cfg.engine.arch, "n_workers": self.layout.n_workers,
-            "n_servers": self.layout.n_servers, "policy": self.policy_spec, "model": cfg.model.name,
+            "n_servers": self.layout.n_servers, "policy": self.policy_spec, "arbitrator": self.arbitrator,
+            "model": cfg.model.name,
             "iterations": self.trainer.iteration, "epochs": self.sampler.epochs_done,
             "final_test_acc": self.last_test[1], "final_test_loss": self.last_test[0],
             "best_test_acc": self.best_test_acc, "train_time_s": self.elapsed_s,

@@ -88,6 +88,10 @@ class BatchSizePolicy(ABC):
         """Batch sizes for the first window (before any measurement); default: the context's."""
         return Decision(tuple(ctx.bounds.clamp(b) for b in ctx.initial_batch_sizes))
 
+    def check_bounds(self, bounds: Any) -> None:
+        """Refuse (:class:`~dynamix.config.ConfigError`) a spec whose sizes ``bounds`` (``.min``,
+        ``.max``: ``batch`` config or :class:`Bounds`) would reject; policies that clamp need nothing."""
+
     def state_dict(self) -> dict:
         """Plain-data state for checkpoints (restored after :meth:`reset`); stateless policies: {}."""
         return {}
@@ -102,16 +106,14 @@ def parse_spec_args(kind: str, arg: str, options: type) -> Any:
     Values are parsed as YAML scalars; unknown keys and out-of-range values raise
     :class:`~dynamix.config.ConfigError` naming ``kind.key`` and the allowed range.
     """
-    import yaml
-
-    from dynamix.config import ConfigError, build
+    from dynamix.config import ConfigError, build, parse_yaml
 
     values: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in arg.split(","))):
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"policy spec {kind}:{arg!r}: {item!r} must look like key=value")
-        values[key.strip()] = yaml.safe_load(raw)
+        values[key.strip()] = parse_yaml(raw, f"policy spec {kind}:{arg} ({key.strip()})")
     return build(options, values, prefix=f"policy spec {kind}")
 
 
@@ -146,16 +148,21 @@ def _factory(kind: str) -> Factory:
     return entry
 
 
-def make_policy(spec: str) -> BatchSizePolicy:
-    """Build a policy from its spec string, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``."""
+def make_policy(spec: str, bounds: Any = None) -> BatchSizePolicy:
+    """Build a policy from its spec string, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``;
+    with ``bounds`` (``batch`` config), also refuse sizes outside ``[bounds.min, bounds.max]``."""
     import dynamix.policies  # noqa: F401  (registers the built-in policies)
+    from dynamix.config import ConfigError
 
-    kind, _, arg = spec.partition(":")
+    kind, sep, arg = spec.partition(":")
     if kind not in _REGISTRY:
-        from dynamix.config import ConfigError
-
         raise ConfigError(f"policy spec {spec!r}: unknown policy {kind!r}: must be one of {', '.join(sorted(_REGISTRY))}")
-    return _factory(kind)(arg)
+    if sep and not arg.strip():
+        raise ConfigError(f"policy spec {spec!r}: the argument after ':' is empty: write {kind!r} or {kind}:ARG")
+    policy = _factory(kind)(arg)
+    if bounds is not None:
+        policy.check_bounds(bounds)
+    return policy
 
 
 def known_policies() -> list[str]:

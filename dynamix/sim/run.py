@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dynamix import io
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
@@ -74,7 +75,6 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     frame = pd.DataFrame(rows, columns=RUNS_COLUMNS)
     if out_dir is not None:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out / "runs.csv", index=False)
+        io.write_csv(frame, out / "runs.csv")
         log.info("wrote %d rows to %s", len(frame), out / "runs.csv")
     return frame
