@@ -135,7 +135,8 @@ def test_an_arbitrator_run_records_the_arbitrators_policy(tmp_path):
     with local_server(make_policy("static:128"), RunSettings.from_config(cfg)) as server:
         summary = run_local(cfg, None, None, tmp_path, 2, method="spawn", arbitrator=server.target, timeout_s=300)
     assert summary["final_batch_sizes"] == [128, 128]
-    assert summary["policy"] == "static:128" and summary["arbitrator"] == server.target
+    assert summary["policy"] == "static:128" and summary["policies"] == ["static:128"]
+    assert summary["arbitrator"] == server.target
     runs = pd.read_csv(tmp_path / "runs.csv")
     assert set(runs["policy"]) == {"static:128"} and set(runs["batch_size"]) == {128}
 

@@ -8,14 +8,14 @@ the same command again resumes it from ``OUT/checkpoint.pt``; another run there 
 from __future__ import annotations
 
 import argparse
-import sys
+import subprocess
 
 from dynamix import cluster as cluster_mod
 from dynamix import config as config_mod
 from dynamix import rundir
 from dynamix.cli import add_config_arguments, add_out_arguments, cluster_id, policy_id
 from dynamix.engine.launch import (build_torchrun_command, check_address, check_launch, parse_sizes, prepare,
-                                   run_netns, run_torchrun, world_size)
+                                   launch_env, run_netns, world_size)
 from dynamix.policies.base import make_policy
 
 
@@ -76,11 +76,8 @@ def main(args: argparse.Namespace) -> int:
                                      arbitrator=args.arbitrator, initial_sizes=initial,
                                      max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
                                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
-        rc = run_torchrun(cmd).returncode
+        rc = subprocess.run(cmd, env=launch_env()).returncode
     if rc == 0 and (out / "summary.json").exists():
         rundir.finish(out)
         print((out / "summary.json").read_text())
-    elif rc not in (0, 130):
-        print(f"dynamix launch: the run in {out} stopped (exit status {rc}); the same command resumes it from "
-              "its last checkpoint", file=sys.stderr)
     return rc

@@ -28,7 +28,6 @@ import logging
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -62,16 +61,10 @@ def launch_env() -> dict[str, str]:
     """Environment for torchrun: one OpenMP thread per rank unless set, and a fresh c10d store per
     restart. Sharing torchrun's rendezvous store with the workers (the default since torch 2.5) leaves
     the previous attempt's gloo addresses in it, so restarted ranks fail with "connectFullMesh ...
-    Connection refused" (pytorch/pytorch#135712); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 avoids it."""
+    Connection refused" (pytorch/pytorch#135712); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 avoids it.
+    torchrun's own warnings (LOGLEVEL) are off unless set: a failure is its ERROR line and ours."""
     return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-
-
-def run_torchrun(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """Run a :func:`build_torchrun_command` line; torchrun's temporary log folders
-    (``torchelastic_*``) go to a private temporary folder removed when it ends."""
-    with tempfile.TemporaryDirectory(prefix="dynamix-launch-") as tmp:
-        return subprocess.run(cmd, env={**launch_env(), "TMPDIR": tmp}, **kwargs)
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "LOGLEVEL": os.environ.get("LOGLEVEL", "ERROR")}
 
 
 def engine_args(cfg_path: Path, out_dir: Path, *, spec_path: Path | None = None, policy_spec: str | None = None,
@@ -165,7 +158,7 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
                                  policy_spec=policy_spec, arbitrator=arbitrator, initial_sizes=initial_sizes,
                                  max_restarts=max_restarts, progress=progress)
     log.info("running %s", " ".join(cmd))
-    run_torchrun(cmd, check=True, timeout=timeout_s)
+    subprocess.run(cmd, check=True, timeout=timeout_s, env=launch_env())
     return json.loads((out / "summary.json").read_text())
 
 
@@ -182,6 +175,9 @@ def parse_sizes(text: str | None) -> tuple[int, ...] | None:
 def check_launch(cfg: Config, nproc: int, initial: tuple[int, ...] | None, max_restarts: int, nnodes: int,
                  node_rank: int) -> None:
     """Everything about a launch that can be checked before torchrun starts (one :class:`ConfigError`)."""
+    from dynamix.engine.worker import check_engine_config
+
+    check_engine_config(cfg)
     config_mod.check_value("--nproc", nproc, config_mod.rng(1, 4096))
     config_mod.check_value("--max-restarts", max_restarts, config_mod.rng(0, 100))
     config_mod.check_value("--nnodes", nnodes, config_mod.rng(1, 4096))

@@ -124,6 +124,16 @@ def _threads(cfg: Config, world: int) -> int:
     return 1 if local_world > 1 else torch.get_num_threads()
 
 
+def check_engine_config(cfg: Config) -> None:
+    """Settings the engine refuses (checked by ``dynamix launch`` before torchrun starts, and by every rank)."""
+    if cfg.train.max_time_s:
+        raise ConfigError(f"train.max_time_s = {cfg.train.max_time_s} is simulator-only: the engine runs "
+                          "by train.max_iters or train.epochs (set train.max_time_s=0)")
+    if cfg.train.amp == "fp16" and cfg.engine.arch == "ps":
+        raise ConfigError("train.amp = 'fp16' skips steps on overflow, which the parameter servers cannot "
+                          "see: use engine.arch = ring, or train.amp = bf16 or none")
+
+
 class Engine:
     """One rank's state and loop. Build with a process group already initialised; :meth:`run` trains."""
 
@@ -133,12 +143,7 @@ class Engine:
                  device: str = "cpu", progress: bool = False, collect_metrics: bool = True,
                  metrics_source: str = "auto") -> None:
         self.cfg, self.device, self.progress = cfg, device, progress
-        if cfg.train.max_time_s:
-            raise ConfigError(f"train.max_time_s = {cfg.train.max_time_s} is simulator-only: the engine runs "
-                              "by train.max_iters or train.epochs (set train.max_time_s=0)")
-        if cfg.train.amp == "fp16" and cfg.engine.arch == "ps":
-            raise ConfigError("train.amp = 'fp16' skips steps on overflow, which the parameter servers cannot "
-                              "see: use engine.arch = ring, or train.amp = bf16 or none")
+        check_engine_config(cfg)
         self.compute = compute_settings(cfg.train, device)
         self.shaped = cfg.engine.net_mode == "netns"
         if self.shaped and os.environ.get("DYNAMIX_NETNS") != "1":
@@ -159,6 +164,7 @@ class Engine:
         # arbitrator, the one it reports (adopted at registration, :meth:`_adopt_policy`).
         self.arbitrator = arbitrator
         self.policy_spec = f"arbitrator:{arbitrator}" if arbitrator else (policy_spec or cfg.policy.spec)
+        self.policies = [] if arbitrator else [self.policy_spec]
         self.run_key = {"run_id": run_id or (self.out.name if self.out else "engine"), "backend": "engine",
                         "policy": self.policy_spec, "seed": cfg.train.seed}
         seed_everything(cfg.train.seed)  # identical initial weights on every rank
@@ -259,6 +265,7 @@ class Engine:
         self.sizes, self.lr_scale = tuple(st["batch_sizes"]), st["lr_scale"]
         if self.arbitrator:
             self.policy_spec = self.run_key["policy"] = st.get("policy", self.policy_spec)
+            self.policies = list(st.get("policies", []))
         elif st.get("policy") != self.policy_spec:
             raise ConfigError(f"checkpoint {self.out / CHECKPOINT} was written under policy {st.get('policy')!r}, "
                               f"this run has {self.policy_spec!r}: use another output folder, or start afresh")
@@ -414,15 +421,13 @@ class Engine:
         self.window += 1
 
     def _adopt_policy(self) -> None:
-        """Record the policy the arbitrator reports; refuse one other than the policy that decided this
-        run so far (a resumed run would otherwise be spliced from two policies under one label)."""
+        """Label the next window's rows with the policy the arbitrator reports, the one that decided its
+        sizes. An arbitrator restarted with another policy mid-run is served on (fail-open recovery), so
+        the labels follow it window by window and ``summary.json`` lists every policy in ``policies``."""
         reported = getattr(self.source, "policy_name", None)
-        if not reported or reported == self.policy_spec:
-            return
-        if not self.policy_spec.startswith("arbitrator:"):
-            raise ConfigError(f"the arbitrator at {self.arbitrator} serves policy {reported!r}, but this run's batch "
-                              f"sizes came from {self.policy_spec!r}: serve that policy, or start the run afresh")
-        self.policy_spec = self.run_key["policy"] = reported
+        if reported and reported != self.policy_spec:
+            self.policy_spec = self.run_key["policy"] = reported
+            self.policies.append(reported)
 
     def _checkpoint(self) -> None:
         makers: list[Any] = [None] * self.layout.n_workers
@@ -437,7 +442,7 @@ class Engine:
             "opt": self.sync.server_opt_states if self.layout.n_servers else self.trainer.opt.state_dict(),
             "sampler": self.sampler.state_dict(), "makers": makers, "batch_sizes": list(self.sizes),
             "lr_scale": self.lr_scale, "policy_state": policy.state_dict() if policy is not None else None,
-            "policy": self.policy_spec,
+            "policy": self.policy_spec, "policies": self.policies,
             "elapsed_s": self.elapsed_s, "rows": self.rows, "window": self.window,
             "last_test": list(self.last_test), "best_test_acc": self.best_test_acc, "resumes": self.resumes,
         }
@@ -453,7 +458,8 @@ class Engine:
         cfg = self.cfg
         summary = {
             "backend": "engine", "arch": cfg.engine.arch, "n_workers": self.layout.n_workers,
-            "n_servers": self.layout.n_servers, "policy": self.policy_spec, "arbitrator": self.arbitrator,
+            "n_servers": self.layout.n_servers, "policy": self.policy_spec, "policies": self.policies,
+            "arbitrator": self.arbitrator,
             "model": cfg.model.name,
             "iterations": self.trainer.iteration, "epochs": self.sampler.epochs_done,
             "final_test_acc": self.last_test[1], "final_test_loss": self.last_test[0],
