@@ -89,17 +89,18 @@ def claim(out: str | Path, ident: Mapping[str, Any], force: bool = False) -> str
     """Make ``out`` this run's folder before anything is written: ``"new"`` or ``"resume"``.
 
     Refuses (:class:`UserError`, one line) a folder holding another run, or run outputs with no
-    record; ``force`` deletes those outputs first."""
+    record; ``force`` deletes those outputs first. A record with no outputs beside it (a run refused
+    or stopped before it wrote anything) holds nothing and is replaced."""
     path = out_path(out)
-    old = None if force else recorded(path)
     present = [name for name in (RUN_FILE, *OUTPUTS) if (path / name).exists()]
+    old = None if force or present in ([], [RUN_FILE]) else recorded(path)
     if force:
         for name in present:
             (path / name).unlink()
     elif old is not None and old["identity"] != ident:
         raise UserError(f"{path} holds another run ({'; '.join(differences(old['identity'], ident))}): "
                         "use --force to start afresh there, or another --out")
-    elif old is None and present:
+    elif old is None and present not in ([], [RUN_FILE]):
         raise UserError(f"{path} holds run outputs ({', '.join(present)}) with no run record: "
                         "use --force to replace them, or another --out")
     state = "resume" if old is not None else "new"

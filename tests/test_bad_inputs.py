@@ -56,6 +56,10 @@ def test_cluster_totals_and_binary_files_are_one_line(tmp_path, capsys):
     huge.write_text("name: huge\nworkers:\n" + "".join(f"  - {{count: {c}}}\n" for c in (4000, 4000, 2000)))
     assert_one_line(*run_cli(capsys, ["simulate", "--cluster", str(huge), "--profile", "smoke", "--out", str(tmp_path / "a")]),
                     "workers total 10000", "[1, 4096]")
+    wide = tmp_path / "wide.yaml"
+    wide.write_text("name: wide\nworkers:\n  - {count: 16}\n")
+    assert_one_line(*run_cli(capsys, ["simulate", "--cluster", str(wide), "--policy", "static:1024", *SIM[3:],
+                                      "--out", str(tmp_path / "w")]), "global batch 16384", "exceeds the training set")
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(bytes(range(128, 256)) * 4)
     assert_one_line(*run_cli(capsys, ["simulate", "--cluster", str(binary), "--profile", "smoke",

@@ -206,7 +206,7 @@ def test_the_repository_check_sees_a_write_into_results():
 
 def test_ctrl_c_stops_a_simulation_with_one_line_and_leaves_its_folder_consistent(tmp_path):
     """SIGINT: exit 130 and one line, no traceback; the folder records an interrupted run (no partial
-    runs.csv), and the same command again says it reruns it from the start."""
+    runs.csv), and a simulation started there again says the interrupted one restarts from iteration 0."""
     import signal
     import sys
     import time
@@ -225,3 +225,7 @@ def test_ctrl_c_stops_a_simulation_with_one_line_and_leaves_its_folder_consisten
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert err.strip().splitlines()[-1] == "dynamix simulate: interrupted"
     assert run_status(out) == "running" and not (out / "runs.csv").exists()
+    again = subprocess.run([*argv[:-4], "--set", "train.max_iters=2", "--out", str(out)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "held an interrupted run" in again.stderr, again.stderr
+    assert run_status(out) == "complete" and (out / "runs.csv").exists()

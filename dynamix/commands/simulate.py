@@ -6,8 +6,9 @@
 
 Writes ``OUT/runs.csv`` (columns ``dynamix.metrics.schema.RUNS_COLUMNS``) and prints a one-line
 summary (windows, iterations, virtual seconds, last test accuracy). ``OUT`` holds one run
-(:mod:`dynamix.rundir`): the same command again reruns it from the start (the simulator keeps no
-checkpoint, and the same seed gives the same ``runs.csv``); another run there needs ``--force``.
+(:mod:`dynamix.rundir`): the same command again reruns it from the start, saying so after an
+interruption (the simulator keeps no checkpoint; the same seed gives the same ``runs.csv``); another
+run there needs ``--force``.
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ def main(args: argparse.Namespace) -> int:
     seed = cfg.train.seed if args.seed is None else config.check_value("--seed", args.seed, config.SEED)
     ident = rundir.identity("simulate", policy=policy_id(policy), cluster=cluster_id(spec), seed=seed,
                             config=cfg.to_dict())
-    if rundir.claim(out, ident, args.force) == "resume":
-        log.info("%s holds this run: rerunning it from the start (the simulator keeps no checkpoint)", out)
+    interrupted = rundir.status(out) == "running"
+    rundir.claim(out, ident, args.force)
+    if interrupted:
+        log.info("%s held an interrupted run: the simulator keeps no checkpoint, so this one starts from "
+                 "iteration 0", out)
     frame = simulate(spec, cfg, policy, seed, out_dir=out, progress=not args.no_progress)
     rundir.finish(out)
     last = frame.iloc[-1]

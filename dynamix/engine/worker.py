@@ -57,7 +57,7 @@ from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, window_rows
 from dynamix.metrics.system import SystemMonitor
 from dynamix.metrics.window import WindowAccumulator
 from dynamix.models import build_model
-from dynamix.policies.base import Bounds, PolicyContext, check_decision
+from dynamix.policies.base import Bounds, PolicyContext, check_decision, check_first_decision
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.train import checkpoint
 from dynamix.train.core import Trainer
@@ -255,7 +255,7 @@ class Engine:
         self.elapsed_s, self.rows, self.window = 0.0, 0, 0
         self.last_test, self.best_test_acc, self.resumes = (math.nan, math.nan), 0.0, []
         if st is None:
-            d = check_decision(self.source.initial(self.ctx), self.layout.n_workers, self.bounds)
+            d = check_first_decision(self.source.initial(self.ctx), self.layout.n_workers, self.bounds, self.n_train)
             self.sizes, self.lr_scale = d.batch_sizes, d.lr_scale
             self._adopt_policy()
             self.total_iters = total_iterations(self.cfg, self.n_train, sum(self.sizes))

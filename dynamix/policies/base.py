@@ -57,6 +57,23 @@ def check_decision(decision: Decision, n_workers: int, bounds: Bounds) -> Decisi
     return Decision(sizes, float(decision.lr_scale))
 
 
+def check_first_decision(decision: Decision, n_workers: int, bounds: Bounds, dataset_size: int) -> Decision:
+    """:func:`check_decision` for the first window, plus its global batch against the training set: a
+    user's setting (the spec, ``batch.initial``, the worker count), so a :class:`ConfigError`."""
+    from dynamix.config import ConfigError
+
+    try:
+        decision = check_decision(decision, n_workers, bounds)
+    except ValueError as exc:
+        raise ConfigError(f"the policy's first batch sizes: {exc}") from None
+    total = sum(decision.batch_sizes)
+    if total > dataset_size:
+        raise ConfigError(f"global batch {total} ({n_workers} workers at {list(decision.batch_sizes)[:4]}"
+                          f"{' ...' if n_workers > 4 else ''}) exceeds the training set ({dataset_size} samples): "
+                          "use fewer workers or smaller batches")
+    return decision
+
+
 @dataclass(frozen=True)
 class PolicyContext:
     """What a policy is told once, before the first window."""

@@ -25,7 +25,7 @@ from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.data import Cifar10
 from dynamix.metrics.schema import RUNS_COLUMNS, window_rows
-from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext, check_decision
+from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext, check_decision, check_first_decision
 from dynamix.sim.cluster import VirtualCluster
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     cluster = VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
     ctx = policy_context(cluster, cfg, seed)
     policy.reset(ctx)
-    decision = check_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds)
+    decision = check_first_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds, ctx.dataset_size)
     key = {"run_id": run_id(spec, policy, seed), "backend": "sim", "policy": policy.name, "seed": seed}
     rows: list[dict] = []
     bar = tqdm(total=cluster.total_iters, desc=f"sim {spec.name} {policy.name}", unit="it",
