@@ -22,13 +22,13 @@ OUTPUTS = ("runs.csv", "summary.json", "summary.csv", "compare.csv", "checkpoint
 """Files a run writes into its folder: their presence means the folder holds a run."""
 
 
-def out_path(out: str | Path) -> Path:
-    """``--out`` as a path; empty or naming a file is a :class:`UserError`."""
+def out_path(out: str | Path, option: str = "--out") -> Path:
+    """An output folder option as a path; empty or naming a file is a :class:`UserError`."""
     if not str(out).strip():
-        raise UserError("--out is empty: give an output folder")
+        raise UserError(f"{option} is empty: give an output folder")
     path = Path(out)
     if path.exists() and not path.is_dir():
-        raise UserError(f"--out {out}: not a folder")
+        raise UserError(f"{option} {out}: not a folder")
     return path
 
 

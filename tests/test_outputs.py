@@ -86,9 +86,14 @@ def test_outputs_without_a_run_record_are_not_overwritten(tmp_path, capsys):
     assert (tmp_path / "runs.csv").read_text() == "someone's results\n"
 
 
+@pytest.mark.parametrize("argv", [
+    SIM, ["evaluate", "--cluster", "clusters/slow-worker-4.yaml", "--policy", "static:64"], ["train"], ["launch"],
+    ["calibrate", "--model", "mlp"], ["run", "baselines"], ["sim2real"], ["train-policy"], ["validate-sim"],
+    ["sample-clusters"]], ids=lambda argv: argv[0])
 @pytest.mark.parametrize("out", ["", "  "])
-def test_an_empty_out_is_refused(capsys, out):
-    one_error(*run_cli(capsys, [*SIM, "--out", out]), "--out is empty")
+def test_an_empty_out_is_refused(capsys, argv, out):
+    """``--out ""`` would write into the working directory or the repository root."""
+    one_error(*run_cli(capsys, [*argv, "--out", out]), "--out is empty")
 
 
 # ------------------------------------------------------------------------------------------------
