@@ -38,6 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
 
 
+def run_until_done(cmd: list[str]) -> int:
+    """Run torchrun; on Ctrl-C (which reaches it and its ranks too) wait for it to stop them and clean
+    up rather than kill it (``subprocess.run`` would)."""
+    proc = subprocess.Popen(cmd, env=launch_env())
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.wait()
+        raise
+
+
 def main(args: argparse.Namespace) -> int:
     out = rundir.out_path(args.out)
     overrides = list(args.overrides)
@@ -76,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
                                      arbitrator=args.arbitrator, initial_sizes=initial,
                                      max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
                                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
-        rc = subprocess.run(cmd, env=launch_env()).returncode
+        rc = run_until_done(cmd)
     if rc == 0 and (out / "summary.json").exists():
         rundir.finish(out)
         print((out / "summary.json").read_text())
