@@ -89,6 +89,19 @@ def test_evaluate_target_accuracy_is_in_0_1(tmp_path, capsys, value):
                     "--target-accuracy", "(0, 1]")
 
 
+@pytest.mark.parametrize("argv,fragments", [
+    (["train-policy", "--timesteps", "-3"], ["--timesteps = -3"]),
+    (["train", "--epochs", "0"], ["train.epochs = 0"]),
+    (["evaluate", "--cluster", "clusters/slow-worker-4.yaml", "--policy", "static:64", "--seeds", "0"], ["--seeds = 0"]),
+    (["evaluate", "--cluster", "clusters/slow-worker-4.yaml", "--policy", "static:8"], ["static:8", "[32, 1024]"]),
+    (["calibrate", "--model", "mlp", "--repeats", "0"], ["--repeats = 0"]),
+    (["calibrate", "--model", "mlp", "--width", "0"], ["model.width = 0.0"]),
+])
+def test_other_commands_refuse_before_they_start(tmp_path, capsys, argv, fragments):
+    assert_one_line(*run_cli(capsys, [*argv, "--out", str(tmp_path / "x")]), *fragments)
+    assert not (tmp_path / "x").exists()
+
+
 def test_arbitrator_refuses_a_policy_outside_the_bounds_before_serving(capsys):
     assert_one_line(*run_cli(capsys, ["arbitrator", "serve", "--policy", "static:16", "--port", "0"]),
                     "static:16", "[32, 1024]")

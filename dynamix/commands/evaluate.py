@@ -14,6 +14,7 @@ there needs ``--force``.
 from __future__ import annotations
 
 import argparse
+
 import pandas as pd
 
 from dynamix import cluster as clusters

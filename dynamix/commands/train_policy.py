@@ -33,6 +33,8 @@ def main(args: argparse.Namespace) -> int:
     from dynamix.rl.train import train_policy
 
     cfg = config.load(args.params, args.profile, args.overrides)
+    if args.timesteps is not None:
+        config.check_value("--timesteps", args.timesteps, config.rng(1, None))
     name = args.name or cfg.experiments.policy_training.name
     folder = out_path(args.out) if args.out is not None else None
     out = train_policy(cfg, name, timesteps=args.timesteps, init=args.init, fresh=args.fresh, out_dir=folder)
