@@ -1,7 +1,8 @@
 """One run per output folder: ``OUT/run.json`` records the identity of the run the folder holds.
 
 A run's identity is everything that shapes it: the command, the policy (for an arbitrator, its
-address and the policy it reports), the cluster, the seed and every config field. A command claims
+address; the engine labels every window with the policy the arbitrator reports), the cluster, the
+seed and every config field. A command claims
 its ``--out`` before it writes anything (:func:`claim`): the same identity resumes, a different one
 is refused with one line naming what differs, and ``force`` removes the folder's run outputs and
 starts afresh. So a run is never spliced onto another's checkpoint, relabelled, or overwritten.
