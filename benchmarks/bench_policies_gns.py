@@ -13,7 +13,7 @@ batch when it amortises per-iteration costs: with the CPU's own speed (1.6 ms/sa
 through 10 epochs (B_simple grew 114 -> ~300, the best larger batch gained < 5%).
 
 The compute cost is fixed (``--c-ms``, default 1.6 ms per sample on the reference device, a = 0:
-tiny-cnn at one thread on this machine) rather than read from ``results/calibration``, whose value
+tiny-cnn at one thread on this machine) rather than read from ``calibrations/``, whose value
 depends on how loaded the machine was when it was measured (it moved from 1.6 to 6.8 ms/sample
 between two calibrations during development, which changes where the goodput optimum lies);
 ``--calibrated`` uses the stored calibration instead.
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--policy", default="gns:refit=50")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--c-ms", type=float, default=1.6, help="compute ms per sample, reference device")
-    parser.add_argument("--calibrated", action="store_true", help="use results/calibration instead of --c-ms")
+    parser.add_argument("--calibrated", action="store_true", help="use calibrations/ instead of --c-ms")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)

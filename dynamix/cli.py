@@ -7,7 +7,8 @@ it is imported only when its command runs, so ``dynamix --help`` stays fast. Add
 
 A user's mistake (:class:`~dynamix.errors.UserError`, or an input file that does not exist) prints one
 line, ``dynamix <command>: error: <message>``, and exits with status 2, as argparse does for a bad
-option; ``-v`` prints the traceback instead.
+option; ``-v`` prints the traceback instead. Ctrl-C stops a command with one line and exit status 130; what it
+wrote stays consistent (files are written atomically, ``OUT/run.json`` says ``running``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 EXIT_USAGE = 2
 """Exit status of a user's mistake (argparse's for a bad option, and ours for a bad value or file)."""
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +57,30 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:
     """``--no-progress``: no tqdm bar (``args.no_progress``)."""
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+
+
+def add_out_arguments(parser: argparse.ArgumentParser, help_: str) -> None:
+    """``--out`` (required; one run per folder, :mod:`dynamix.rundir`) and ``--force``."""
+    parser.add_argument("--out", required=True, help=help_ + "; a folder holds one run: the same run resumes")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the run OUT holds by this one, from the start")
+
+
+def cluster_id(spec) -> str:
+    """A cluster spec in a run's identity: its name and a hash of its content."""
+    import hashlib
+    import json
+
+    from dynamix.cluster import to_yaml_dict
+
+    blob = json.dumps(to_yaml_dict(spec), sort_keys=True, default=str).encode()
+    return f"{spec.name}@{hashlib.sha256(blob).hexdigest()[:12]}"
+
+
+def policy_id(policy) -> str:
+    """A policy in a run's identity: its spec name, and a trained policy's artifact hash."""
+    sha = getattr(policy, "meta", {}).get("zip_sha256", "")
+    return f"{policy.name}@{sha[:12]}" if sha else policy.name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"dynamix {name}: error: {error_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"dynamix {name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ def parse_yaml(text: Any, source: str) -> Any:
     naming ``source`` and the line and column."""
     try:
         return yaml.safe_load(text)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not a text file (UTF-8 YAML expected)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else source
@@ -72,6 +74,10 @@ def setting(default: Any, meta: dict | None = None) -> Any:
     if isinstance(default, (list, dict)):
         raise TypeError("use tuples for sequence defaults (frozen config)")
     return field(default=default, metadata=meta or {})
+
+
+SEED = rng(0, 2**31 - 1)
+"""The range of every seed (``train.seed``, ``--seed``): what numpy and torch generators accept."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -122,6 +128,10 @@ class OptimConfig:
     lr_scaling: str = setting("none", one_of("none", "linear", "sqrt"))
     base_batch: int = setting(128, rng(1, None))
 
+    def __post_init__(self) -> None:
+        if list(self.milestones) != sorted(self.milestones):
+            raise ConfigError(f"optim.milestones = {list(self.milestones)} is not allowed: must be in ascending order")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -140,7 +150,7 @@ class TrainConfig:
     eval_every: int = setting(100, rng(1, None))  # iterations between test-set evaluations
     eval_samples: int = setting(0, rng(0, None))  # 0: the whole test split
     checkpoint_every: int = setting(200, rng(1, None))
-    seed: int = setting(0, rng(0, 2**31 - 1))
+    seed: int = setting(0, SEED)
     threads: int = setting(0, rng(0, 256))  # torch threads per process; 0: torch's default
     # Where the model math runs (simulator, ``dynamix train``, ``calibrate``, ``evaluate``, the engine):
     # auto = CUDA when torch sees a GPU, else cpu; cuda = the current GPU (the engine: one per local
@@ -155,6 +165,9 @@ class TrainConfig:
     channels_last: bool = setting(False)
 
     def __post_init__(self) -> None:
+        if not self.max_iters and not self.epochs > 0:
+            raise ConfigError(f"train.epochs = {self.epochs:g} with train.max_iters = 0 trains nothing: set "
+                              "train.epochs > 0 or train.max_iters >= 1")
         if not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", str(self.device)):
             raise ConfigError(f"train.device = {self.device!r} is not allowed: must be one of 'auto', 'cpu', "
                               "'cuda', 'cuda:N' (N a GPU index)")
@@ -372,6 +385,10 @@ class ArbitratorConfig:
     backoff_ms: float = setting(50.0, rng(0.0, 10000.0))  # client: first retry delay, doubled per retry
     reconnect_max_skip: int = setting(8, rng(0, 1000))  # client: after failures skip 1, 2, 4.. windows, capped
 
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9._:%-]{1,253}", self.host):
+            raise ConfigError(f"arbitrator.host = {self.host!r} is not allowed: must be a host name or an IP address")
+
 
 RECIPES: dict[str, dict[str, Any]] = {
     # Our method: duration-weighted return, imbalance T_iter, state with lb_gap, LB-BSP warm start
@@ -564,10 +581,12 @@ def _check_range(name: str, value: Any, meta: Mapping) -> None:
                 raise ConfigError(f"{name} = {value!r} is out of range: must be {_describe(meta)}")
 
 
-def check_value(name: str, value: Any, meta: Mapping) -> None:
+def check_value(name: str, value: Any, meta: Mapping) -> Any:
     """Validate one value against ``rng``/``one_of`` metadata outside a dataclass build (e.g. a
-    network message): raises :class:`ConfigError` naming ``name`` and the allowed range."""
+    network message, a command-line option): ``value``, or :class:`ConfigError` naming ``name`` and
+    the allowed range."""
     _check_range(name, value, meta)
+    return value
 
 
 def _coerce(name: str, value: Any, typ: Any) -> Any:

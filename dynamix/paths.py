@@ -16,12 +16,13 @@ PARAMS = ROOT / "params.yaml"
 DATA = ROOT / "data"
 EMBEDDED_CIFAR10 = DATA / "cifar10-mini.tar.gz"
 RESULTS = ROOT / os.path.expanduser(os.environ.get("DYNAMIX_RESULTS", "results"))  # an absolute value replaces ROOT
-"""Results root: ``results/`` at the repository root; ``$DYNAMIX_RESULTS`` moves it, calibration and
-policies included (the notebook tests run the whole pipeline into a temporary folder this way)."""
+"""Results root: ``results/`` at the repository root; ``$DYNAMIX_RESULTS`` moves it, policies
+included (the notebook tests run the whole pipeline into a temporary folder this way)."""
 CACHE = Path(os.environ.get("DYNAMIX_CACHE", str(DATA / "cache")))
 FIGURES = RESULTS / "figures"
 POLICIES = RESULTS / "policies"
-CALIBRATION = RESULTS / "calibration"
+CALIBRATION = ROOT / "calibrations"
+"""The committed reference calibrations the simulator's clock reads (:mod:`dynamix.sim.calibrate`)."""
 CLUSTERS = ROOT / "clusters"
 PROTOS = ROOT / "protos"
 NOTEBOOKS = ROOT / "notebooks"

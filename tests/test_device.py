@@ -242,9 +242,10 @@ def test_train_on_cuda_is_close_to_cpu(tmp_path, amp):
 @cuda
 def test_calibration_on_cuda(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "CALIBRATION", tmp_path / "calibration")
-    cal = cal_mod.calibrate("tiny-cnn", 0.25, batch_sizes=(16, 64, 128), repeats=3, device="cuda")
+    cal = cal_mod.calibrate("tiny-cnn", 0.25, batch_sizes=(16, 64, 128), repeats=3, device="cuda",
+                            out_dir=tmp_path / "calibration")
     assert cal.device.startswith("cuda") and cal.a_ms >= 0 and cal.c_ms_per_sample >= 0
     assert all(math.isfinite(t) and t > 0 for t in cal.median_ms)
     stored = json.loads((tmp_path / "calibration" / "tiny-cnn-w0.25.json").read_text())
-    assert stored["device"] == cal.device
+    assert stored["device"] == cal.device and stored["machine"] == torch.cuda.get_device_name(0)
     assert cal_mod.load_calibration("tiny-cnn", 0.25) == cal

@@ -1,5 +1,6 @@
 """Calibration: the least-squares fit recovers known constants; a real (small) calibration writes a
-JSON that load_calibration reads back; the CLI commands run end to end."""
+JSON that load_calibration reads back; a missing one is one line naming the command that makes it,
+never a measurement; the CLI commands run end to end."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def test_constrained_fit_never_returns_negative_constants():
 
 
 def test_calibrate_writes_and_load_reads(calibration_dir):
-    cal = cal_mod.calibrate("mlp", width=0.25, batch_sizes=(8, 32), repeats=2, threads=1)
+    cal = cal_mod.calibrate("mlp", width=0.25, batch_sizes=(8, 32), repeats=2, threads=1, out_dir=calibration_dir)
     path = calibration_dir / "mlp-w0.25.json"
     assert path.exists() and cal_mod.calibration_path("mlp", 0.25) == path
     stored = json.loads(path.read_text())
@@ -52,10 +53,20 @@ def test_calibrate_writes_and_load_reads(calibration_dir):
     assert cal_mod.load_calibration("mlp", 0.25) == cal
 
 
-def test_load_without_a_file_calibrates_quickly(calibration_dir, caplog):
-    cal = cal_mod.load_calibration("mlp", 0.125)
-    assert cal.batch_sizes == cal_mod.QUICK_BATCH_SIZES
-    assert "no calibration" in caplog.text and (calibration_dir / "mlp-w0.125.json").exists()
+def test_load_without_a_file_names_the_command_and_measures_nothing(calibration_dir):
+    with pytest.raises(cal_mod.CalibrationMissing, match=r"dynamix calibrate --model mlp --width 0.125"):
+        cal_mod.load_calibration("mlp", 0.125)
+    assert not calibration_dir.exists()
+
+
+def test_reference_calibrations_record_their_machine_and_command():
+    """Every committed reference says where and how it was measured, and loads."""
+    refs = sorted(paths.ROOT.joinpath("calibrations").glob("*.json"))
+    assert refs
+    for path in refs:
+        cal = cal_mod.read_calibration(path)
+        assert cal.host and cal.command.startswith("dynamix "), path
+        assert cal_mod.calibration_path(cal.model, cal.width, path.parent) == path
 
 
 @pytest.mark.parametrize("kwargs,field", [

@@ -138,6 +138,10 @@ def _device(value: Any, where: str) -> DeviceProfile:
     return build(DeviceProfile, value, prefix=f"{where}.device")
 
 
+MAX_WORKERS = 4096
+"""Workers in one cluster, over all its groups (``engine.world_size``'s bound)."""
+
+
 def from_dict(data: Mapping[str, Any], source: str = "cluster") -> ClusterSpec:
     """Validate and expand a spec mapping (``count`` groups -> one WorkerSpec per worker)."""
     if not isinstance(data, Mapping):
@@ -153,11 +157,15 @@ def from_dict(data: Mapping[str, Any], source: str = "cluster") -> ClusterSpec:
             raise ConfigError(f"{where} must be a mapping")
         group = dict(group)
         count = group.pop("count", 1)
-        if not isinstance(count, int) or not 1 <= count <= 4096:
-            raise ConfigError(f"{where}.count = {count!r} is out of range: must be in [1, 4096]")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_WORKERS:
+            raise ConfigError(f"{where}.count = {count!r} is out of range: must be in [1, {MAX_WORKERS}]")
         device = _device(group.pop("device", "reference"), where)
         w = build(WorkerSpec, group, prefix=where)
         workers.extend([WorkerSpec(device, w.bandwidth_gbps, w.latency_ms)] * count)
+    if len(workers) > MAX_WORKERS:
+        counts = [g.get("count", 1) for g in groups]
+        raise ConfigError(f"{source}: workers total {len(workers)} (counts {counts}) is out of range: "
+                          f"must be in [1, {MAX_WORKERS}] over all groups")
     events = tuple(
         build(Event, e, prefix=f"{source}: events[{i}]") for i, e in enumerate(data.pop("events", []) or [])
     )

@@ -45,24 +45,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                        "restore it when workers re-join after a restart")
 
 
+def read_token(path: Path | None, env_value: str | None, env_name: str) -> str | None:
+    """The shared token from ``--token-file`` or the environment; None when neither is given. An empty,
+    blank or non-text token is an error: it would otherwise switch authentication off without a word."""
+    if path is not None:
+        try:
+            token = path.read_bytes().decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise UserError(f"--token-file {path}: not a text file (UTF-8 token expected)") from None
+        if not token:
+            raise UserError(f"--token-file {path} is empty: the token must be a non-empty string")
+        return token
+    if env_value is not None and not env_value.strip():
+        raise UserError(f"${env_name} is set but empty: set a non-empty token, or unset it")
+    return env_value.strip() if env_value is not None else None
+
+
 def main(args: argparse.Namespace) -> int:
     from dynamix.rpc.arbitrator import Arbitrator, RunSettings
     from dynamix.rpc.server import TOKEN_ENV, ArbitratorServer
     from dynamix.rpc.state import PolicyStateStore
 
-    overrides = list(args.overrides)
-    if args.host is not None:
-        overrides.append(f"arbitrator.host={args.host}")
-    if args.port is not None:
-        overrides.append(f"arbitrator.port={args.port}")
+    overrides: dict = {}
+    for text in args.overrides:
+        overrides = config.deep_merge(overrides, config.parse_override(text))
+    given = {"host": args.host, "port": args.port}  # taken as typed, not parsed as YAML
+    overrides = config.deep_merge(overrides, {"arbitrator": {k: v for k, v in given.items() if v is not None}})
     cfg = config.load(args.params, args.profile, overrides)
     spec = args.policy or cfg.policy.spec
-    token = args.token_file.read_text().strip() if args.token_file else os.environ.get(TOKEN_ENV) or None
+    policy = make_live_policy(spec, bounds=cfg.batch)  # a spec the run's bounds refuse never starts
+    token = read_token(args.token_file, os.environ.get(TOKEN_ENV), TOKEN_ENV)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UserError("--tls-cert and --tls-key go together: give both or neither")
     tls = (args.tls_key.read_bytes(), args.tls_cert.read_bytes()) if args.tls_cert else None
     store = PolicyStateStore(args.state_file) if args.state_file else None
-    arbitrator = Arbitrator(make_live_policy(spec), RunSettings.from_config(cfg), store=store)
+    arbitrator = Arbitrator(policy, RunSettings.from_config(cfg), store=store)
     try:
         server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
                                   max_threads=cfg.arbitrator.max_threads)

@@ -6,18 +6,21 @@
 Writes ``OUT/runs.csv`` and ``OUT/summary.csv`` (:func:`dynamix.evaluation.runner.evaluate`; the
 protocol, target accuracy and budgets: :mod:`dynamix.evaluation`), prints the median time to target,
 final accuracy and total time per cluster and policy, and with ``--compare POLICY`` that policy's
-ratios against the static median, LB-BSP and GNS (also in ``OUT/compare.csv``).
+ratios against the static median, LB-BSP and GNS (also in ``OUT/compare.csv``). ``OUT`` holds one
+evaluation (:mod:`dynamix.rundir`): the same command again resumes it from its run cache; another one
+there needs ``--force``.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pandas as pd
 
-from dynamix import config, io
-from dynamix.cli import add_config_arguments, add_progress_argument
+from dynamix import cluster as clusters
+from dynamix import config, io, rundir
+from dynamix.cli import add_config_arguments, add_out_arguments, add_progress_argument, cluster_id, policy_id
+from dynamix.config import ConfigError
 from dynamix.evaluation.budget import BUDGETS
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import evaluate
@@ -37,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default: rl.eval_budget")
     parser.add_argument("--compare", default=None, metavar="POLICY",
                         help="also print POLICY's time-to-target ratios against the static median, lbbsp, gns")
-    parser.add_argument("--out", required=True, help="output folder for runs.csv and summary.csv")
+    add_out_arguments(parser, "output folder for runs.csv and summary.csv")
     parser.add_argument("--cache", default=None, help="finished-run cache, shareable between processes "
                         "(default: OUT/cache)")
     parser.add_argument("--jobs", type=int, default=1,
@@ -45,15 +48,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_progress_argument(parser)
 
 
+def check_target(value: float | None) -> float | None:
+    """``--target-accuracy``: a test accuracy in (0, 1] (unset: ``rl.target_accuracy``)."""
+    if value is not None and not 0.0 < value <= 1.0:  # NaN fails both comparisons
+        raise ConfigError(f"--target-accuracy = {value!r} is out of range: must be in (0, 1]")
+    return value
+
+
 def main(args: argparse.Namespace) -> int:
+    out = rundir.out_path(args.out)
     cfg = config.load(args.params, args.profile, args.overrides)
-    _, summary = evaluate(args.cluster, args.policy, cfg, args.seeds, args.out, args.target_accuracy,
-                          progress=not args.no_progress, cache_dir=args.cache, budget=args.budget, jobs=args.jobs)
+    target = check_target(args.target_accuracy)
+    config.check_value("--seeds", args.seeds, config.rng(1, 1000))
+    config.check_value("--jobs", args.jobs, config.rng(1, 256))
+    specs = [clusters.load(c) for c in args.cluster]
+    policies = [make_policy(p, bounds=cfg.batch) for p in args.policy]
+    if args.compare:
+        make_policy(args.compare)
+    ident = rundir.identity("evaluate", policy=[policy_id(p) for p in policies], cluster=[cluster_id(s) for s in specs],
+                            seed=args.seeds, config=cfg.to_dict(), target_accuracy=target, budget=args.budget)
+    rundir.claim(out, ident, args.force)
+    _, summary = evaluate(specs, args.policy, cfg, args.seeds, out, target, progress=not args.no_progress,
+                          cache_dir=args.cache, budget=args.budget, jobs=args.jobs)
+    rundir.finish(out)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.groupby(["cluster", "policy"])[["time_to_target_s", "final_accuracy", "total_time_s"]]
               .median().round(3).to_string())
         if args.compare:
             table = compare(summary, make_policy(args.compare).name)
-            io.write_csv(table, Path(args.out) / "compare.csv")
+            io.write_csv(table, out / "compare.csv")
             print(table.round(3).to_string(index=False))
     return 0

@@ -1,17 +1,22 @@
 """``dynamix launch``: build and run the ``torchrun`` command for the distributed engine (usage,
-multi-node rendezvous and restarts: :mod:`dynamix.engine.launch`)."""
+multi-node rendezvous and restarts: :mod:`dynamix.engine.launch`).
+
+Every input is checked before torchrun starts, and ``OUT`` holds one run (:mod:`dynamix.rundir`):
+the same command again resumes it from ``OUT/checkpoint.pt``; another run there needs ``--force``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import subprocess
-from pathlib import Path
 
 from dynamix import cluster as cluster_mod
 from dynamix import config as config_mod
-from dynamix.cli import add_config_arguments
-from dynamix.engine.launch import build_torchrun_command, launch_env, parse_sizes, prepare, run_netns, world_size
-from dynamix.policies.base import check_live
+from dynamix import rundir
+from dynamix.cli import add_config_arguments, add_out_arguments, cluster_id, policy_id
+from dynamix.engine.launch import (build_torchrun_command, check_address, check_launch, parse_sizes, prepare,
+                                   launch_env, run_netns, world_size)
+from dynamix.policies.base import make_live_policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", help="batch-size policy spec (default: policy.spec)")
     parser.add_argument("--arbitrator", metavar="HOST:PORT", help="ask a gRPC arbitrator instead of a local policy")
     parser.add_argument("--initial", help="initial per-worker batch sizes, comma-separated")
-    parser.add_argument("--out", required=True, help="output folder (runs.csv, summary.json, checkpoint.pt)")
+    add_out_arguments(parser, "output folder (runs.csv, summary.json, checkpoint.pt)")
     parser.add_argument("--max-restarts", type=int, default=0, help="torchrun restarts after a rank fails")
     parser.add_argument("--nnodes", type=int, default=1, help="machines (multi-node rendezvous)")
     parser.add_argument("--node-rank", type=int, default=0, help="this machine's index, 0..nnodes-1")
@@ -33,32 +38,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
 
 
+def run_until_done(cmd: list[str]) -> int:
+    """Run torchrun; on Ctrl-C (which reaches it and its ranks too) wait for it to stop them and clean
+    up rather than kill it (``subprocess.run`` would)."""
+    proc = subprocess.Popen(cmd, env=launch_env())
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.wait()
+        raise
+
+
 def main(args: argparse.Namespace) -> int:
+    out = rundir.out_path(args.out)
     overrides = list(args.overrides)
     if args.arch:
         overrides.append(f"engine.arch={args.arch}")
     cfg = config_mod.load(args.params, args.profile, overrides)
-    if not args.arbitrator:  # the arbitrator's own command checks its policy
-        check_live(args.policy or cfg.policy.spec)
-    nproc = args.nproc or cfg.engine.world_size
+    nproc = cfg.engine.world_size if args.nproc is None else args.nproc
+    initial = parse_sizes(args.initial)
+    check_launch(cfg, nproc, initial, args.max_restarts, args.nnodes, args.node_rank)
+    if args.rdzv_endpoint:
+        check_address("--rdzv-endpoint", args.rdzv_endpoint)
     spec_arg = args.cluster if args.cluster is not None else cfg.engine.cluster
     spec = None if spec_arg in ("", "none") else cluster_mod.load(spec_arg)
-    initial = parse_sizes(args.initial)
-    out = Path(args.out)
-    if cfg.engine.net_mode == "netns" and not args.dry_run:
-        rc = run_netns(cfg, spec, args.policy, out, nproc, arbitrator=args.arbitrator, initial_sizes=initial)
-        print((out / "summary.json").read_text())
-        return rc
-    cfg_path, spec_path = prepare(cfg, out, spec)
-    procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
-    cmd = build_torchrun_command(cfg_path, out, procs, spec_path=spec_path, policy_spec=args.policy,
-                                 arbitrator=args.arbitrator, initial_sizes=initial,
-                                 max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
-                                 rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
+    if args.arbitrator:
+        policy = f"arbitrator:{check_address('--arbitrator', args.arbitrator)}"
+    else:
+        policy = policy_id(make_live_policy(args.policy or cfg.policy.spec, bounds=cfg.batch))
+    ident = rundir.identity("launch", policy=policy, cluster=cluster_id(spec) if spec else "none",
+                            seed=cfg.train.seed, config=cfg.to_dict(), nproc=nproc, nnodes=args.nnodes,
+                            initial=list(initial) if initial else None)
     if args.dry_run:
-        print(" ".join(cmd))
+        procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
+        print(" ".join(build_torchrun_command(out / "config.json", out, procs, policy_spec=args.policy,
+                                              arbitrator=args.arbitrator, initial_sizes=initial,
+                                              max_restarts=args.max_restarts, nnodes=args.nnodes,
+                                              node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
+                                              rdzv_id=args.rdzv_id, progress=True)))
         return 0
-    rc = subprocess.run(cmd, env=launch_env()).returncode
+    rundir.claim(out, ident, args.force)
+    if cfg.engine.net_mode == "netns":
+        rc = run_netns(cfg, spec, args.policy, out, nproc, arbitrator=args.arbitrator, initial_sizes=initial)
+    else:
+        cfg_path, spec_path = prepare(cfg, out, spec)
+        procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
+        cmd = build_torchrun_command(cfg_path, out, procs, spec_path=spec_path, policy_spec=args.policy,
+                                     arbitrator=args.arbitrator, initial_sizes=initial,
+                                     max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
+                                     rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
+        rc = run_until_done(cmd)
     if rc == 0 and (out / "summary.json").exists():
+        rundir.finish(out)
         print((out / "summary.json").read_text())
     return rc

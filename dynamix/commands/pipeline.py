@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from dynamix import config, paths
+from dynamix.rundir import out_path
 from dynamix.experiments.pipeline import STAGES, default_root, publish, run_pipeline
 
 
@@ -31,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     config.load(args.params, args.profile)  # a bad profile or value fails here, before any notebook runs
-    root = paths.resolve(args.results) if args.results else default_root(args.profile)
+    root = paths.resolve(out_path(args.results, "--results")) if args.results is not None else default_root(args.profile)
     if args.stages or not args.publish:
         run_pipeline(args.profile, root, args.stages, log_output=True)
     if args.publish:

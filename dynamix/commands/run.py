@@ -15,6 +15,7 @@ import argparse
 import json
 
 from dynamix import config, paths
+from dynamix.rundir import out_path
 from dynamix.cli import add_config_arguments
 from dynamix.experiments import EXPERIMENTS, get
 
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     cfg = config.load(args.params, args.profile, args.overrides)
-    out_dir = paths.resolve(args.out) if args.out else paths.RESULTS / args.experiment
+    out_dir = paths.resolve(out_path(args.out)) if args.out is not None else paths.RESULTS / args.experiment
     module = get(args.experiment)
     summary = module.run(cfg, out_dir)
     if not args.no_figures:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 import yaml
 
@@ -21,6 +20,7 @@ from dynamix import cluster, config
 from dynamix.cli import add_config_arguments
 from dynamix.data import load_cifar10
 from dynamix.rl.domain import sample_set
+from dynamix.rundir import out_path
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     n_train = len(load_cifar10(cfg.data).train_y)
     specs = sample_set(cfg.rl, args.n, args.seed, args.workers or [cfg.rl.workers], cfg.train.epochs,
                        n_train, cfg.batch.initial, args.prefix)
-    out = Path(args.out)
+    out = out_path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         (out / f"{spec.name}.yaml").write_text(yaml.safe_dump(cluster.to_yaml_dict(spec), sort_keys=False))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from dynamix import config
-from dynamix.cli import add_config_arguments, add_progress_argument
+from dynamix import config, rundir
+from dynamix.cli import add_config_arguments, add_out_arguments, add_progress_argument
 from dynamix.models import REGISTRY
 
 DATASETS = {
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=["sgd", "adam"], help="default: optim.name")
     parser.add_argument("--lr", type=float, help="learning rate (default: optim.lr)")
     parser.add_argument("--seed", type=int, help="default: train.seed")
-    parser.add_argument("--out", required=True, help="output folder (resumes if it holds a checkpoint)")
+    add_out_arguments(parser, "output folder (resumes if it holds a checkpoint)")
     add_progress_argument(parser)
 
 
@@ -64,7 +64,12 @@ def overrides_from(args: argparse.Namespace) -> dict:
 def main(args: argparse.Namespace) -> int:
     from dynamix.train.loop import run_training
 
+    out = rundir.out_path(args.out)
     cfg = config.load(args.params, args.profile, overrides_from(args))
-    summary = run_training(cfg, args.out, progress=not args.no_progress)
+    ident = rundir.identity("train", policy=f"static:{cfg.train.batch_size}", cluster="none", seed=cfg.train.seed,
+                            config=cfg.to_dict())
+    rundir.claim(out, ident, args.force)
+    summary = run_training(cfg, out, progress=not args.no_progress)
+    rundir.finish(out)
     print(json.dumps(summary, indent=2))
     return 0

@@ -17,6 +17,7 @@ import numpy as np
 
 from dynamix import config
 from dynamix.cli import add_config_arguments
+from dynamix.rundir import out_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +33,11 @@ def main(args: argparse.Namespace) -> int:
     from dynamix.rl.train import train_policy
 
     cfg = config.load(args.params, args.profile, args.overrides)
+    if args.timesteps is not None:
+        config.check_value("--timesteps", args.timesteps, config.rng(1, None))
     name = args.name or cfg.experiments.policy_training.name
-    out = train_policy(cfg, name, timesteps=args.timesteps, init=args.init, fresh=args.fresh, out_dir=args.out)
+    folder = out_path(args.out) if args.out is not None else None
+    out = train_policy(cfg, name, timesteps=args.timesteps, init=args.init, fresh=args.fresh, out_dir=folder)
     progress = out.with_suffix(".run") / "progress.csv"
     rets = np.loadtxt(progress, delimiter=",", skiprows=1, usecols=2, ndmin=1) if progress.exists() else []
     tail = f"; mean return of the last 10 episodes {np.mean(rets[-10:]):.3f}" if len(rets) else ""

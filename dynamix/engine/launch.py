@@ -61,9 +61,10 @@ def launch_env() -> dict[str, str]:
     """Environment for torchrun: one OpenMP thread per rank unless set, and a fresh c10d store per
     restart. Sharing torchrun's rendezvous store with the workers (the default since torch 2.5) leaves
     the previous attempt's gloo addresses in it, so restarted ranks fail with "connectFullMesh ...
-    Connection refused" (pytorch/pytorch#135712); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 avoids it."""
+    Connection refused" (pytorch/pytorch#135712); TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 avoids it.
+    torchrun's own warnings (LOGLEVEL) are off unless set: a failure is its ERROR line and ours."""
     return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "LOGLEVEL": os.environ.get("LOGLEVEL", "ERROR")}
 
 
 def engine_args(cfg_path: Path, out_dir: Path, *, spec_path: Path | None = None, policy_spec: str | None = None,
@@ -90,7 +91,7 @@ def build_torchrun_command(cfg_path: Path, out_dir: Path, nproc: int, *, spec_pa
                            nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None,
                            rdzv_id: str = "dynamix", progress: bool = False) -> list[str]:
     """The torchrun command line (``nproc`` processes on this node)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+    cmd = [sys.executable, "-m", "dynamix.engine.torchrun", f"--nproc-per-node={nproc}",
            f"--max-restarts={max_restarts}"]
     if nnodes > 1:
         if not rdzv_endpoint:
@@ -169,3 +170,29 @@ def parse_sizes(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(v) for v in text.split(","))
     except ValueError:
         raise ConfigError(f"--initial {text!r} must be comma-separated integers, e.g. 64,64,32") from None
+
+
+def check_launch(cfg: Config, nproc: int, initial: tuple[int, ...] | None, max_restarts: int, nnodes: int,
+                 node_rank: int) -> None:
+    """Everything about a launch that can be checked before torchrun starts (one :class:`ConfigError`)."""
+    from dynamix.engine.worker import check_engine_config
+
+    check_engine_config(cfg)
+    config_mod.check_value("--nproc", nproc, config_mod.rng(1, 4096))
+    config_mod.check_value("--max-restarts", max_restarts, config_mod.rng(0, 100))
+    config_mod.check_value("--nnodes", nnodes, config_mod.rng(1, 4096))
+    config_mod.check_value("--node-rank", node_rank, config_mod.rng(0, nnodes - 1))
+    if initial is not None:
+        workers = nproc if nnodes == 1 else None
+        if workers is not None and len(initial) != workers:
+            raise ConfigError(f"--initial {','.join(map(str, initial))} has {len(initial)} sizes: need one per "
+                              f"worker ({workers})")
+        config_mod.check_value("--initial", initial, config_mod.rng(cfg.batch.min, cfg.batch.max))
+
+
+def check_address(name: str, address: str) -> str:
+    """A ``HOST:PORT`` option: a host and a port in [1, 65535]."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"{name} = {address!r} is not allowed: must be HOST:PORT with a port in [1, 65535]")
+    return address

@@ -60,7 +60,7 @@ from dynamix.metrics.schema import RUNS_COLUMNS, GlobalWindow, window_rows
 from dynamix.metrics.system import SystemMonitor
 from dynamix.metrics.window import WindowAccumulator
 from dynamix.models import build_model
-from dynamix.policies.base import Bounds, PolicyContext, check_decision
+from dynamix.policies.base import Bounds, PolicyContext, check_decision, check_first_decision
 from dynamix.seeding import derive_seed, seed_everything
 from dynamix.train import checkpoint
 from dynamix.train.core import Trainer
@@ -127,6 +127,16 @@ def _threads(cfg: Config, world: int) -> int:
     return 1 if local_world > 1 else torch.get_num_threads()
 
 
+def check_engine_config(cfg: Config) -> None:
+    """Settings the engine refuses (checked by ``dynamix launch`` before torchrun starts, and by every rank)."""
+    if cfg.train.max_time_s:
+        raise ConfigError(f"train.max_time_s = {cfg.train.max_time_s} is simulator-only: the engine runs "
+                          "by train.max_iters or train.epochs (set train.max_time_s=0)")
+    if cfg.train.amp == "fp16" and cfg.engine.arch == "ps":
+        raise ConfigError("train.amp = 'fp16' skips steps on overflow, which the parameter servers cannot "
+                          "see: use engine.arch = ring, or train.amp = bf16 or none")
+
+
 class Engine:
     """One rank's state and loop. Build with a process group already initialised; :meth:`run` trains."""
 
@@ -136,12 +146,7 @@ class Engine:
                  device: str = "cpu", progress: bool = False, collect_metrics: bool = True,
                  metrics_source: str = "auto") -> None:
         self.cfg, self.device, self.progress = cfg, device, progress
-        if cfg.train.max_time_s:
-            raise ConfigError(f"train.max_time_s = {cfg.train.max_time_s} is simulator-only: the engine runs "
-                              "by train.max_iters or train.epochs (set train.max_time_s=0)")
-        if cfg.train.amp == "fp16" and cfg.engine.arch == "ps":
-            raise ConfigError("train.amp = 'fp16' skips steps on overflow, which the parameter servers cannot "
-                              "see: use engine.arch = ring, or train.amp = bf16 or none")
+        check_engine_config(cfg)
         self.compute = compute_settings(cfg.train, device)
         self.shaped = cfg.engine.net_mode == "netns"
         if self.shaped and os.environ.get("DYNAMIX_NETNS") != "1":
@@ -161,7 +166,11 @@ class Engine:
         self.group = dist.new_group(list(range(n))) if S else None
         self.server_groups = [dist.new_group(list(range(n)) + [self.layout.server_rank(s)]) for s in range(S)]
         self.is_server = self.rank >= n
-        self.policy_spec = policy_spec or cfg.policy.spec
+        # The policy that decides the batch sizes, as recorded in runs.csv and summary.json: with an
+        # arbitrator, the one it reports (adopted at registration, :meth:`_adopt_policy`).
+        self.arbitrator = arbitrator
+        self.policy_spec = f"arbitrator:{arbitrator}" if arbitrator else (policy_spec or cfg.policy.spec)
+        self.policies = [] if arbitrator else [self.policy_spec]
         self.run_key = {"run_id": run_id or (self.out.name if self.out else "engine"), "backend": "engine",
                         "policy": self.policy_spec, "seed": cfg.train.seed}
         seed_everything(cfg.train.seed)  # identical initial weights on every rank
@@ -189,7 +198,7 @@ class Engine:
         )
         if len(self.ctx.initial_batch_sizes) != n:
             raise ValueError(f"initial batch sizes {self.ctx.initial_batch_sizes}: need one per worker ({n})")
-        self.source: DecisionSource = make_source(self.policy_spec, arbitrator, self.rank, self.group,
+        self.source: DecisionSource = make_source(policy_spec or cfg.policy.spec, arbitrator, self.rank, self.group,
                                                   **({"cfg": cfg} if arbitrator else {}))
         self.sync = self._make_sync()
         self.topk = ErrorFeedbackTopK(cfg.engine.topk) if cfg.engine.topk else None
@@ -269,13 +278,20 @@ class Engine:
         self.elapsed_s, self.rows, self.window = 0.0, 0, 0
         self.last_test, self.best_test_acc, self.resumes = (math.nan, math.nan), 0.0, []
         if st is None:
-            d = check_decision(self.source.initial(self.ctx), self.layout.n_workers, self.bounds)
+            d = check_first_decision(self.source.initial(self.ctx), self.layout.n_workers, self.bounds, self.n_train)
             self.sizes, self.lr_scale = d.batch_sizes, d.lr_scale
+            self._adopt_policy()
             self.total_iters = total_iterations(self.cfg, self.n_train, sum(self.sizes))
             self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, **self.compute)
             self.last_ckpt = 0
             return
         self.sizes, self.lr_scale = tuple(st["batch_sizes"]), st["lr_scale"]
+        if self.arbitrator:
+            self.policy_spec = self.run_key["policy"] = st.get("policy", self.policy_spec)
+            self.policies = list(st.get("policies", []))
+        elif st.get("policy") != self.policy_spec:
+            raise ConfigError(f"checkpoint {self.out / CHECKPOINT} was written under policy {st.get('policy')!r}, "
+                              f"this run has {self.policy_spec!r}: use another output folder, or start afresh")
         self.total_iters = st["total_iters"]
         self.model.load_state_dict(st["model"])
         self.trainer = Trainer(self.model, self.cfg.optim, self.total_iters, **self.compute)
@@ -427,7 +443,18 @@ class Engine:
         d = check_decision(self.source.decide(self.rank, windows, glob, self.sizes), self.layout.n_workers,
                            self.bounds)
         self.sizes, self.lr_scale = d.batch_sizes, d.lr_scale
+        if self.arbitrator:
+            self._adopt_policy()
         self.window += 1
+
+    def _adopt_policy(self) -> None:
+        """Label the next window's rows with the policy the arbitrator reports, the one that decided its
+        sizes. An arbitrator restarted with another policy mid-run is served on (fail-open recovery), so
+        the labels follow it window by window and ``summary.json`` lists every policy in ``policies``."""
+        reported = getattr(self.source, "policy_name", None)
+        if reported and reported != self.policy_spec:
+            self.policy_spec = self.run_key["policy"] = reported
+            self.policies.append(reported)
 
     def _checkpoint(self) -> None:
         makers: list[Any] = [None] * self.layout.n_workers
@@ -442,6 +469,7 @@ class Engine:
             "opt": self.sync.server_opt_states if self.sync.server_steps else self.trainer.opt.state_dict(),
             "sampler": self.sampler.state_dict(), "makers": makers, "batch_sizes": list(self.sizes),
             "lr_scale": self.lr_scale, "policy_state": policy.state_dict() if policy is not None else None,
+            "policy": self.policy_spec, "policies": self.policies,
             "elapsed_s": self.elapsed_s, "rows": self.rows, "window": self.window,
             "last_test": list(self.last_test), "best_test_acc": self.best_test_acc, "resumes": self.resumes,
         }
@@ -457,7 +485,9 @@ class Engine:
         cfg = self.cfg
         summary = {
             "backend": "engine", "arch": cfg.engine.arch, "n_workers": self.layout.n_workers,
-            "n_servers": self.layout.n_servers, "policy": self.policy_spec, "model": cfg.model.name,
+            "n_servers": self.layout.n_servers, "policy": self.policy_spec, "policies": self.policies,
+            "arbitrator": self.arbitrator,
+            "model": cfg.model.name,
             "iterations": self.trainer.iteration, "epochs": self.sampler.epochs_done,
             "final_test_acc": self.last_test[1], "final_test_loss": self.last_test[0],
             "best_test_acc": self.best_test_acc, "train_time_s": self.elapsed_s,

@@ -22,6 +22,7 @@ import functools
 import logging
 import math
 import multiprocessing
+import signal
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,11 @@ def log_progress(bar: tqdm) -> None:
              bar.format_interval(d["elapsed"]), eta)
 
 
+def _ignore_sigint() -> None:
+    """Pool workers leave Ctrl-C to the parent, which stops them (:func:`run_tasks`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost: CostModel | None = None,
               cache: Path | None = None, progress: bool = True) -> list[pd.DataFrame]:
     """Every task's rows (:func:`simulate_task`), in task order. ``cost`` times every task; None: each
@@ -140,12 +146,19 @@ def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost:
     else:
         one_thread = [dataclasses.replace(t, cfg=with_overrides(t.cfg, {"train": {"threads": 1}})) for t in tasks]
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_sigint)
+        try:
             futures = {pool.submit(simulate_task, t, costs[i], cache): i for i, t in enumerate(one_thread)}
             for fut in as_completed(futures):
                 frames[futures[fut]] = fut.result()
                 bar.update()
                 log_progress(bar)
+        except BaseException:  # Ctrl-C or a failed run: stop the runs in flight now (finished ones are cached)
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
     bar.close()
     return frames  # type: ignore[return-value]
 

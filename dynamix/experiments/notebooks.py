@@ -33,8 +33,8 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
     NotebookSpec(
         "00_prepare", "prepare", "Data and calibration",
         "Decodes the configured CIFAR-10 source into the tensor cache, reports the class balance, and "
-        "calibrates the simulator's compute model t(b) = a + c*b for every model the experiments use "
-        "(`results/calibration/`).",
+        "the simulator's compute model t(b) = a + c*b for every model the experiments use, from the "
+        "committed reference calibrations (`calibrations/`).",
         ('pd.read_csv(results / "prepare" / "summary.csv")',),
     ),
     NotebookSpec(

@@ -2,14 +2,15 @@
 
 1. Loads the configured CIFAR-10 source (``data``), which decodes it into the tensor cache on first
    use, and records per-class counts: a silently unbalanced subset would skew every accuracy.
-2. Calibrates the simulator's compute model t(b) = a_m + c_m b (:mod:`dynamix.sim.calibrate`) for
-   every model the experiments simulate: the experiments' workload, the RL training workload (``rl.model``), and both
-   sides of each transfer pair. A model that already has a calibration file is reused (DVC removes
-   ``results/calibration`` before rerunning this stage, so ``dvc repro`` always measures afresh).
+2. Reports the simulator's compute model t(b) = a_m + c_m b (:mod:`dynamix.sim.calibrate`) of every
+   model the experiments simulate: the experiments' workload, the RL training workload (``rl.model``),
+   and both sides of each transfer pair. It reads the committed reference calibrations
+   (``calibrations/``) and measures nothing, so every rerun of a commit has the same virtual clock; a
+   missing one stops the stage with the ``dynamix calibrate`` command that makes it.
 
-Outputs: ``summary.csv`` (one row per calibrated model: a_ms, c_ms_per_sample, R^2 and the measured
-medians), ``summary.json`` (data counts, calibrations), ``manifest.json``; calibration JSONs in
-``results/calibration/``. Figure: measured compute time per iteration against batch size with the fit.
+Outputs: ``summary.csv`` (one row per model: a_ms, c_ms_per_sample, R^2 and the measured medians),
+``summary.json`` (data counts, calibrations), ``manifest.json`` (the full calibration records).
+Figure: measured compute time per iteration against batch size with the fit.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dynamix.config import Config
 from dynamix.data import load_cifar10
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import write_manifest
-from dynamix.sim.calibrate import calibrate, calibration_path, load_calibration
+from dynamix.sim.calibrate import load_calibration
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     data = load_cifar10(cfg.data)
     counts = {"train": data.counts("train"), "test": data.counts("test")}
-    rows = []
-    for name, width in models_used(cfg):
-        cal = (load_calibration(name, width) if calibration_path(name, width).exists()
-               else calibrate(name, width, device=cfg.train.device, amp=cfg.train.amp))
+    rows, cals = [], [load_calibration(name, width) for name, width in models_used(cfg)]
+    for (name, width), cal in zip(models_used(cfg), cals):
         rows.append({
             "model": name, "width": width, "a_ms": cal.a_ms, "c_ms_per_sample": cal.c_ms_per_sample,
             "r2": cal.r2, "threads": cal.threads, "gradient_bytes": cal.gradient_bytes,
@@ -69,7 +68,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         "calibration": {f"{r['model']}-w{r['width']:g}": {k: r[k] for k in ("a_ms", "c_ms_per_sample", "r2")} for r in rows},
     }
     io.write_json(out / "summary.json", summary)
-    write_manifest(out, cfg, NAME, {"calibrations": [dataclasses.asdict(load_calibration(n, w)) for n, w in models_used(cfg)]})
+    write_manifest(out, cfg, NAME, {"calibrations": [dataclasses.asdict(c) for c in cals]})
     return summary
 
 

@@ -75,6 +75,23 @@ def check_decision(decision: Decision, n_workers: int, bounds: Bounds) -> Decisi
     return Decision(sizes, float(decision.lr_scale))
 
 
+def check_first_decision(decision: Decision, n_workers: int, bounds: Bounds, dataset_size: int) -> Decision:
+    """:func:`check_decision` for the first window, plus its global batch against the training set: a
+    user's setting (the spec, ``batch.initial``, the worker count), so a :class:`ConfigError`."""
+    from dynamix.config import ConfigError
+
+    try:
+        decision = check_decision(decision, n_workers, bounds)
+    except ValueError as exc:
+        raise ConfigError(f"the policy's first batch sizes: {exc}") from None
+    total = sum(decision.batch_sizes)
+    if total > dataset_size:
+        raise ConfigError(f"global batch {total} ({n_workers} workers at {list(decision.batch_sizes)[:4]}"
+                          f"{' ...' if n_workers > 4 else ''}) exceeds the training set ({dataset_size} samples): "
+                          "use fewer workers or smaller batches")
+    return decision
+
+
 @dataclass(frozen=True)
 class WindowForecast:
     """The coming window's k iterations as they will run at one batch vector: arrays (k, n) of
@@ -145,6 +162,10 @@ class BatchSizePolicy(ABC):
         (``clamped``)."""
         return None
 
+    def check_bounds(self, bounds: Any) -> None:
+        """Refuse (:class:`~dynamix.config.ConfigError`) a spec whose sizes ``bounds`` (``.min``,
+        ``.max``: ``batch`` config or :class:`Bounds`) would reject; policies that clamp need nothing."""
+
     def state_dict(self) -> dict:
         """Plain-data state for checkpoints (restored after :meth:`reset`); stateless policies: {}."""
         return {}
@@ -159,16 +180,14 @@ def parse_spec_args(kind: str, arg: str, options: type) -> Any:
     Values are parsed as YAML scalars; unknown keys and out-of-range values raise
     :class:`~dynamix.config.ConfigError` naming ``kind.key`` and the allowed range.
     """
-    import yaml
-
-    from dynamix.config import ConfigError, build
+    from dynamix.config import ConfigError, build, parse_yaml
 
     values: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in arg.split(","))):
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"policy spec {kind}:{arg!r}: {item!r} must look like key=value")
-        values[key.strip()] = yaml.safe_load(raw)
+        values[key.strip()] = parse_yaml(raw, f"policy spec {kind}:{arg} ({key.strip()})")
     return build(options, values, prefix=f"policy spec {kind}")
 
 
@@ -208,16 +227,21 @@ def _factory(kind: str) -> Factory:
     return entry
 
 
-def make_policy(spec: str) -> BatchSizePolicy:
-    """Build a policy from its spec string, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``."""
+def make_policy(spec: str, bounds: Any = None) -> BatchSizePolicy:
+    """Build a policy from its spec string, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``;
+    with ``bounds`` (``batch`` config), also refuse sizes outside ``[bounds.min, bounds.max]``."""
     import dynamix.policies  # noqa: F401  (registers the built-in policies)
+    from dynamix.config import ConfigError
 
-    kind, _, arg = spec.partition(":")
+    kind, sep, arg = spec.partition(":")
     if kind not in _REGISTRY:
-        from dynamix.config import ConfigError
-
         raise ConfigError(f"policy spec {spec!r}: unknown policy {kind!r}: must be one of {', '.join(sorted(_REGISTRY))}")
-    return _factory(kind)(arg)
+    if sep and not arg.strip():
+        raise ConfigError(f"policy spec {spec!r}: the argument after ':' is empty: write {kind!r} or {kind}:ARG")
+    policy = _factory(kind)(arg)
+    if bounds is not None:
+        policy.check_bounds(bounds)
+    return policy
 
 
 def check_live(spec: str) -> None:
@@ -233,11 +257,11 @@ def check_live(spec: str) -> None:
                           "not on the engine or the arbitrator")
 
 
-def make_live_policy(spec: str) -> BatchSizePolicy:
+def make_live_policy(spec: str, **kwargs: Any) -> BatchSizePolicy:
     """:func:`make_policy` for real workers: every engine and arbitrator policy is made here, so
     :func:`check_live` refuses simulator-only policies in one place."""
     check_live(spec)
-    return make_policy(spec)
+    return make_policy(spec, **kwargs)
 
 
 def known_policies() -> list[str]:

@@ -19,6 +19,11 @@ class StaticPolicy(BatchSizePolicy):
         self.batch_size = batch_size
         self.name = "static" if batch_size is None else f"static:{batch_size}"
 
+    def check_bounds(self, bounds) -> None:
+        if self.batch_size is not None and not bounds.min <= self.batch_size <= bounds.max:
+            raise ConfigError(f"policy spec '{self.name}': batch size {self.batch_size} is out of range: must be in "
+                              f"[batch.min, batch.max] = [{bounds.min}, {bounds.max}]")
+
     def _sizes(self, ctx: PolicyContext) -> tuple[int, ...]:
         if self.batch_size is None:  # the run's initial sizes, clamped as BatchSizePolicy.initial does
             return tuple(ctx.bounds.clamp(b) for b in ctx.initial_batch_sizes)

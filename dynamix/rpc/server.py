@@ -142,8 +142,8 @@ class ArbitratorServer:
     ) -> None:
         if not is_loopback(host) and not token and tls is None:
             raise ValueError(
-                f"host = {host!r} is not a loopback address: binding it requires a shared token "
-                f"(${TOKEN_ENV} or --token-file) or TLS (--tls-cert/--tls-key)"
+                f"host = {host!r} is not a loopback address, and no token and no TLS were given: binding it "
+                f"requires a shared token (${TOKEN_ENV} or --token-file) or TLS (--tls-cert and --tls-key)"
             )
         if not is_loopback(host) and tls is None:
             log.warning("binding %s with a token but without TLS: the token travels in clear text", host)

@@ -85,6 +85,12 @@ class RemoteDecisionSource:
         mine = answer.batch_size if answer is not None else current[rank]
         return self._gather(mine, answer.lr_scale if answer is not None else None)
 
+    @property
+    def policy_name(self) -> str | None:
+        """The policy the arbitrator reported at this rank's registration (None before, or unreached)."""
+        welcome = self.client.welcome if self.client is not None else None
+        return welcome.policy if welcome is not None else None
+
     def close(self) -> None:
         """Leave the run and close the channel (after the last window); idempotent."""
         if self.client is not None:

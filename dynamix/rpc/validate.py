@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dynamix.config import ConfigError, check_value, rng
+from dynamix.config import SEED, ConfigError, check_value, rng
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import Bounds
 
@@ -204,11 +204,27 @@ def check_registration(r: Registration, bounds: Bounds) -> None:
             f"current_batch_size = {r.current_batch_size} is out of range: must be in "
             f"[{bounds.min}, {bounds.max}]"
         )
-    if r.next_window < 0:
-        raise InvalidArgument(f"next_window = {r.next_window} is out of range: must be >= 0")
     if r.optimizer not in OPTIMIZERS:
         raise InvalidArgument(f"optimizer = {r.optimizer!r} is not allowed: must be one of {OPTIMIZERS}")
-    if r.dataset_size < 1:
-        raise InvalidArgument(f"dataset_size_samples = {r.dataset_size} is out of range: must be >= 1")
-    if r.seed < 0:
-        raise InvalidArgument(f"seed = {r.seed} is out of range: must be >= 0")
+    _check("registration", r, REGISTRATION_RANGES)
+    for name, meta in DEVICE_RANGES.items():
+        if name in r.device:
+            try:
+                check_value(f"device.{name}", r.device[name], meta)
+            except (ConfigError, TypeError) as exc:
+                raise InvalidArgument(str(exc)) from None
+
+
+REGISTRATION_RANGES: dict[str, dict] = {
+    "next_window": rng(0, 2**53),
+    "dataset_size": rng(1, 2**40),
+    "seed": SEED,
+}
+"""Allowed range of the numeric run fields of a :class:`Registration` (the seed: ``train.seed``'s)."""
+
+DEVICE_RANGES: dict[str, dict] = {
+    "pid": rng(0, 2**31),
+    "num_threads": rng(0, 65536),
+    "speed": rng(0.0, 1e9),  # 0: not given (the proto's default)
+}
+"""Allowed range of the numeric fields of a registration's device info (informative, but logged)."""

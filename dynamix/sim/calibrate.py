@@ -1,7 +1,7 @@
-"""Calibration of the compute term t(b) = a_m + c_m * b on this machine: ``dynamix calibrate``.
+"""Calibration of the compute term t(b) = a_m + c_m * b: ``dynamix calibrate``.
 
-    dynamix calibrate --model tiny-cnn                 # -> results/calibration/tiny-cnn.json
-    dynamix calibrate --model resnet20 --width 0.5 --threads 1
+    dynamix calibrate --model tiny-cnn                 # -> calibrations/tiny-cnn.json
+    dynamix calibrate --model resnet20 --width 0.5 --out /tmp/cal
     dynamix calibrate --model vgg11 --device cuda      # on a GPU: that GPU's a_m and c_m
 
 What is timed is one worker's full compute for one iteration, exactly what the engine's workers do:
@@ -21,8 +21,11 @@ for the queued kernels with ``torch.cuda.synchronize``); device profiles in
 runs of N co-located workers on this machine, :mod:`dynamix.evaluation.validate_sim` calibrates with the engine
 itself instead.)
 
-The result lives in ``results/calibration/<model>.json`` (``<model>-w<width>.json`` when width != 1).
-:func:`load_calibration` reads it, or runs a quick calibration (logged) when none exists.
+The simulator's clock reads the committed reference calibrations, ``calibrations/<model>.json``
+(``<model>-w<width>.json`` when width != 1), each recording the machine and the command that measured
+it, so every rerun of one commit gives the same virtual times. :func:`load_calibration` never measures:
+a missing one is a :class:`CalibrationMissing` telling the user to run ``dynamix calibrate``, the
+explicit step that replaces a reference by a measurement of one's own hardware.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import torch
 from dynamix import io, paths
 from dynamix.config import ConfigError, OptimConfig
 from dynamix.data import BatchMaker, generate_interactions
+from dynamix.errors import InputFileError, UserError
 from dynamix.models import build_model, gradient_bytes
 from dynamix.train.core import Trainer
 from dynamix.train.device import check_amp, resolve_device, synchronize
@@ -47,7 +51,10 @@ from dynamix.train.device import check_amp, resolve_device, synchronize
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZES = (16, 32, 64, 128, 256)
-QUICK_BATCH_SIZES = (16, 64, 128)
+
+
+class CalibrationMissing(UserError):
+    """No calibration for a (model, width) the simulator needs: ``dynamix calibrate`` makes one."""
 
 
 @dataclass(frozen=True)
@@ -69,14 +76,30 @@ class Calibration:
     torch_version: str
     device: str = "cpu"  # where it was measured (cpu, cuda:N)
     amp: str = "none"  # mixed precision while measuring (train.amp)
+    machine: str = ""  # the CPU (or GPU) model it was measured on
+    command: str = ""  # the command that measured it
 
     def predict_ms(self, batch_size: float) -> float:
         return self.a_ms + self.c_ms_per_sample * batch_size
 
 
-def calibration_path(model_name: str, width: float = 1.0) -> Path:
+def calibration_path(model_name: str, width: float = 1.0, folder: str | Path | None = None) -> Path:
+    """Where the calibration of (model, width) lives in ``folder`` (default: the references)."""
     suffix = "" if width == 1.0 else f"-w{width:g}"
-    return paths.CALIBRATION / f"{model_name}{suffix}.json"
+    return Path(paths.CALIBRATION if folder is None else folder) / f"{model_name}{suffix}.json"
+
+
+def machine_name(device: str) -> str:
+    """The processor a measurement ran on (``/proc/cpuinfo``'s model name, or the CUDA device's)."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def fit_linear(batch_sizes, times_ms) -> tuple[float, float, float]:
@@ -138,9 +161,11 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
 
 
 def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZES, repeats: int = 5,
-              threads: int = 1, write: bool = True, device: str = "auto", amp: str = "none") -> Calibration:
+              threads: int = 1, out_dir: str | Path | None = None, device: str = "auto", amp: str = "none",
+              command: str = "") -> Calibration:
     """Measure and fit a_m, c_m for ``model_name`` at ``threads`` torch threads on ``device`` (a
-    ``train.device`` value) with mixed precision ``amp`` (``train.amp``); write the JSON when ``write``."""
+    ``train.device`` value) with mixed precision ``amp`` (``train.amp``); write the JSON into
+    ``out_dir`` when given (``command``: what to record as having measured it)."""
     if len(set(batch_sizes)) < 2:
         raise ConfigError(f"calibrate: batch_sizes = {list(batch_sizes)} needs at least two distinct sizes")
     if threads < 1:
@@ -161,25 +186,31 @@ def calibrate(model_name: str, width: float = 1.0, batch_sizes=DEFAULT_BATCH_SIZ
         batch_sizes=tuple(int(b) for b in batch_sizes), median_ms=tuple(medians), jitter=jitter,
         repeats=repeats,
         gradient_bytes=gradient_bytes(build_model(model_name, width)), host=platform.node(),
-        torch_version=torch.__version__, device=dev, amp=amp,
+        torch_version=torch.__version__, device=dev, amp=amp, machine=machine_name(dev), command=command,
     )
     log.info("calibrated %s (width %g, %s, %d threads): a = %.3f ms, c = %.4f ms/sample, R^2 = %.4f",
              model_name, width, dev, threads, a, c, r2)
-    if write:
-        io.write_text(calibration_path(model_name, width), json.dumps(asdict(cal), indent=2) + "\n")
+    if out_dir is not None:
+        io.write_text(calibration_path(model_name, width, out_dir), json.dumps(asdict(cal), indent=2) + "\n")
     return cal
 
 
-def load_calibration(model_name: str, width: float = 1.0, device: str = "auto", amp: str = "none") -> Calibration:
-    """The stored calibration for (model, width); without one, a quick calibration on ``device`` with
-    ``amp`` (logged, written)."""
-    path = calibration_path(model_name, width)
-    if path.exists():
+def read_calibration(path: Path) -> Calibration:
+    """The calibration stored at ``path``."""
+    try:
         d = json.loads(path.read_text())
         d["batch_sizes"], d["median_ms"] = tuple(d["batch_sizes"]), tuple(d["median_ms"])
-        d.pop("processes", None)  # written by earlier versions (always 1 for stored calibrations)
-        d.setdefault("jitter", 0.0)
+        d.pop("processes", None)  # written by earlier versions (always 1)
         return Calibration(**d)
-    log.warning("no calibration at %s: running a quick one (run `dynamix calibrate --model %s` for a "
-                "careful fit)", path, model_name)
-    return calibrate(model_name, width, QUICK_BATCH_SIZES, repeats=3, device=device, amp=amp)
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        raise InputFileError(f"{path}: not a calibration ({type(exc).__name__}: {exc})") from None
+
+
+def load_calibration(model_name: str, width: float = 1.0) -> Calibration:
+    """The reference calibration of (model, width); :class:`CalibrationMissing` when there is none."""
+    path = calibration_path(model_name, width)
+    if not path.exists():
+        flag = "" if width == 1.0 else f" --width {width:g}"
+        raise CalibrationMissing(f"no calibration of {model_name} (width {width:g}) at {path}: run "
+                                 f"`dynamix calibrate --model {model_name}{flag}` to measure one on this machine")
+    return read_calibration(path)

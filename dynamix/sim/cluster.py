@@ -51,8 +51,8 @@ from dynamix.train.loop import eval_subset, schedule_progress, total_iterations
 
 
 def calibrated_cost(cfg: Config) -> CostModel:
-    """The cost model of ``cfg.model`` from this machine's stored calibration (:mod:`dynamix.sim.calibrate`)."""
-    cal = load_calibration(cfg.model.name, cfg.model.width, device=cfg.train.device, amp=cfg.train.amp)
+    """The cost model of ``cfg.model`` from its reference calibration (:mod:`dynamix.sim.calibrate`)."""
+    cal = load_calibration(cfg.model.name, cfg.model.width)
     return CostModel(cal.a_ms, cal.c_ms_per_sample, gradient_bytes(build_model(cfg.model.name, cfg.model.width)))
 
 

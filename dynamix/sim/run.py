@@ -20,12 +20,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dynamix import io
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.data import Cifar10
 from dynamix.metrics.schema import RUNS_COLUMNS, window_rows
-from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext, check_decision
+from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext, check_decision, check_first_decision
 from dynamix.sim.cluster import VirtualCluster
 from dynamix.sim.foresight import ClusterForesight
 
@@ -66,7 +67,7 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     unmet = policy.unmet_request(ctx.n_workers, ctx.bounds)
     if unmet:
         log.warning("%s on %s: %s", policy.name, spec.name, unmet)
-    decision = check_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds)
+    decision = check_first_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds, ctx.dataset_size)
     key = {"run_id": run_id(spec, policy, seed), "backend": "sim", "policy": policy.name, "seed": seed}
     rows: list[dict] = []
     bar = tqdm(total=cluster.total_iters, desc=f"sim {spec.name} {policy.name}", unit="it",
@@ -82,7 +83,6 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     frame = pd.DataFrame(rows, columns=RUNS_COLUMNS)
     if out_dir is not None:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out / "runs.csv", index=False)
+        io.write_csv(frame, out / "runs.csv")
         log.info("wrote %d rows to %s", len(frame), out / "runs.csv")
     return frame
