@@ -12,14 +12,15 @@ from dynamix import cluster, config
 from dynamix.cluster.costmodel import CostModel
 from dynamix.cluster.tradeoff import nominal_index, nominal_throughput
 from dynamix.evaluation.budget import time_budget_config
+from dynamix.sim.cluster import calibrated_cost
 
-# tiny-cnn x0.5, the cpu profile's workload: the calibration it measured (a_m = 0, c_m = 0.42 ms per
-# sample, docs/converged.md) and its gradient (dynamix.models.gradient_bytes)
-CPU = CostModel(a_ms=0.0, c_ms_per_sample=0.42, gradient_bytes=97_384)
+# tiny-cnn x0.5, the cpu profile's workload, timed by its committed reference calibration
+CPU = calibrated_cost(config.load(profile="cpu"))
 
 
 def test_fixed_cost_is_added_per_iteration_and_not_scaled_by_speed():
-    t = CPU.compute_ms(np.array([32, 32]), np.array([1.0, 4.0]), np.array([0.0, 2.5]))
+    cost = CostModel(a_ms=0.0, c_ms_per_sample=0.42, gradient_bytes=97_384)
+    t = cost.compute_ms(np.array([32, 32]), np.array([1.0, 4.0]), np.array([0.0, 2.5]))
     assert t.tolist() == pytest.approx([32 * 0.42, 32 * 0.42 / 4 + 2.5])
 
 
