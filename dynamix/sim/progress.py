@@ -13,20 +13,26 @@ the gradient noise scale measured on the fitting runs (ratio of the window means
 Pollux as written; it assumes the learning rate adapts to B, which a fixed-lr SGD run does not, so
 kappa is fitted to the runs: small kappa means progress per *iteration* barely grows with B, large kappa
 means progress per *sample* does not fall). Test accuracy, test loss, training accuracy and training
-loss are each a saturating power law in P (:class:`Curve`),
+loss are each a saturating power law in P shifted by the noise temperature of SGD (:class:`Curve`),
 
-    y(P) = y_inf + (y_0 - y_inf) * (1 + P / p_scale) ** (-power),
+    y(P, tau) = y_inf + (y_0 - y_inf) * (1 + P / p_scale) ** (-power) - gamma * (tau - 1),
+    tau = (lr_t / lr) * B0 / B,
 
-and the gradient statistics the state needs come from |G|^2(P) and tr(Sigma)(P), tables over log P
-(medians of the per-window unbiased estimates, :func:`dynamix.policies.gns.noise_moments`): worker i
+tau being the learning rate over the batch relative to the reference run's: the gradient noise the
+iterate sees, which sets how far above the minimum it fluctuates (Mandt et al. 2017; Smith & Le 2018:
+the SGD noise scale is proportional to lr / B). Without it, a fixed-lr run at a small batch would
+reach the same accuracy at the same progress as one at a large batch; measured, it plateaus lower.
+
+The gradient statistics the state needs come from |G|^2(P) and tr(Sigma)(P), tables over log P
+(bin means of the per-window unbiased estimates, :func:`dynamix.policies.gns.noise_moments`): worker i
 at batch b_i reads E|g_i|^2 = |G|^2 + tr(Sigma)/b_i, the aggregate |G|^2 + tr(Sigma)/B, and over k
 iterations sigma2_norm = s * ((k-1)/k * tr(Sigma)/b_i) / (|G|^2 + tr(Sigma)/(k b_i)) with a fitted
 scale s (:mod:`dynamix.metrics.gradstats` defines sigma2_norm; gradients drift within a window, which
 s absorbs). Measured norms scatter around the model by a fitted log-normal spread.
 
 What it leaves out: the accuracy jump at a step decay of the learning rate (annealing; the schedule
-only scales dP), the noise scale's growth during training in E(B) (one B_noise per workload), any
-effect of unequal per-worker batches beyond the global batch (batch-norm statistics per worker),
+scales dP and tau, not the shape of a decay), the noise scale's growth during training in E(B) (one
+B_noise per workload), any effect of unequal per-worker batches beyond the global batch (batch-norm statistics per worker),
 divergence at too large a learning rate, and the run-to-run spread of the accuracy curve (test
 accuracy is the curve itself; training accuracy and loss get the sampling noise of k*b_i samples).
 
@@ -61,15 +67,17 @@ class SurrogateArtifactError(InputFileError, ValueError):
 
 @dataclass(frozen=True)
 class Curve:
-    """y(P) = y_inf + (y_0 - y_inf) (1 + P/p_scale)^(-power): a saturating power law in progress."""
+    """y(P, tau) = y_inf + (y_0 - y_inf) (1 + P/p_scale)^(-power) - gamma (tau - 1): a saturating power
+    law in progress, shifted by the SGD noise temperature tau (module docstring)."""
 
     y0: float
     y_inf: float
     p_scale: float
     power: float
+    gamma: float = 0.0
 
-    def __call__(self, p: np.ndarray | float) -> np.ndarray | float:
-        return self.y_inf + (self.y0 - self.y_inf) * (1.0 + p / self.p_scale) ** (-self.power)
+    def __call__(self, p: np.ndarray | float, tau: np.ndarray | float = 1.0) -> np.ndarray | float:
+        return self.y_inf + (self.y0 - self.y_inf) * (1.0 + p / self.p_scale) ** (-self.power) - self.gamma * (tau - 1.0)
 
 
 def workload(cfg: Config) -> dict[str, Any]:
@@ -124,6 +132,10 @@ class ProgressModel:
     def efficiency(self, global_batch: np.ndarray | float) -> np.ndarray | float:
         """Pollux E(B) = (phi + B0)/(phi + B): progress per sample at B relative to B0 (<= 1 above B0)."""
         return (self.phi + self.b_ref) / (self.phi + np.asarray(global_batch, float))
+
+    def temperature(self, global_batch: float, lr_ratio: float) -> float:
+        """tau = (lr_t / lr) B0 / B, the noise temperature relative to the reference batch B0."""
+        return lr_ratio * self.b_ref / global_batch
 
     def step_progress(self, global_batch: float, lr_ratio: np.ndarray | float) -> np.ndarray | float:
         """dP of one iteration at global batch B and lr_t / lr = ``lr_ratio``."""

@@ -61,20 +61,20 @@ def progress(windows: pd.DataFrame, model: ProgressModel) -> tuple[np.ndarray, n
     return end, end - d / 2
 
 
-def fit_curve(p: np.ndarray, y: np.ndarray) -> tuple[Curve, float]:
-    """Least-squares power law through (P, y); returns it and its RMS residual."""
+def fit_curve(p: np.ndarray, y: np.ndarray, tau: np.ndarray) -> tuple[Curve, float]:
+    """Least-squares curve through (P, tau, y); returns it and its RMS residual."""
     ok = np.isfinite(p) & np.isfinite(y)
-    p, y = p[ok], y[ok]
-    if len(p) < 4:
-        raise FitError(f"the fitting runs have {len(p)} tested windows: need at least 4 to fit a curve "
+    p, y, tau = p[ok], y[ok], tau[ok]
+    if len(p) < 5:
+        raise FitError(f"the fitting runs have {len(p)} tested windows: need at least 5 to fit a curve "
                        "(lengthen experiments.epochs or shorten batch.window)")
     span = float(np.ptp(y)) or 1.0
-    x0 = [float(y[np.argmin(p)]), float(y[np.argmax(p)]), float(np.median(p)), 1.0]
-    lo = [-np.inf, -np.inf, 1e-6, 0.01]
-    hi = [np.inf, np.inf, 1e6, 10.0]
-    res = least_squares(lambda x: (Curve(*x)(p) - y) / span, x0, bounds=(lo, hi), x_scale="jac")
+    x0 = [float(y[np.argmin(p)]), float(y[np.argmax(p)]), float(np.median(p)), 1.0, 0.0]
+    lo = [-np.inf, -np.inf, 1e-6, 0.01, -np.inf]
+    hi = [np.inf, np.inf, 1e6, 10.0, np.inf]
+    res = least_squares(lambda x: (Curve(*x)(p, tau) - y) / span, x0, bounds=(lo, hi), x_scale="jac")
     curve = Curve(*map(float, res.x))
-    return curve, float(np.sqrt(np.mean((curve(p) - y) ** 2)))
+    return curve, float(np.sqrt(np.mean((curve(p, tau) - y) ** 2)))
 
 
 def _model(base: dict, kappa: float, **kw) -> ProgressModel:
@@ -94,16 +94,17 @@ def fit_progress(runs: pd.DataFrame, cfg: Config, n_train: int, b_ref: float) ->
                 curves={c: placeholder for c in CURVES}, grad_p=(1.0,), grad_sqr=(sqr_mean,),
                 grad_trace=(trace_mean,), sigma2_scale=1.0, grad_spread=0.0)
     test = windows["test_acc"].to_numpy(float)
+    tau = _model(base, 1.0).temperature(windows["global_batch"].to_numpy(float), windows["lr_ratio"].to_numpy(float))
     scores = []
     for kappa in KAPPAS:
         end, _ = progress(windows, _model(base, kappa))
-        scores.append(fit_curve(end, test)[1])
+        scores.append(fit_curve(end, test, tau)[1])
     kappa = float(KAPPAS[int(np.argmin(scores))])
     end, mid = progress(windows, _model(base, kappa))
     curves, rms = {}, {}
     for name in CURVES:
         at = end if name.startswith("test") else mid
-        curves[name], rms[name] = fit_curve(at, windows[name].to_numpy(float))
+        curves[name], rms[name] = fit_curve(at, windows[name].to_numpy(float), tau)
     # gradient tables: means of the unbiased per-window estimates in bins of equal counts over P
     order = np.argsort(mid)
     knots, sqrs, traces = [], [], []

@@ -205,18 +205,19 @@ class SurrogateCluster(ClusterClock):
         self.samples += n * big_b
         self.elapsed_s += float(t["iter_ms"][:n].sum()) / 1e3
         self.progress = float(p_after[-1])
+        tau = m.temperature(big_b, sum(lrs.tolist()) / (n * self.cfg.optim.lr))
         every = self.cfg.train.eval_every
         last_test = (self.iteration // every) * every  # the last tested iteration up to now
         if last_test > self.iteration - n or self.done:  # as the simulator: every eval_every iterations, and at the end
             p_test = float(p_after[-1] if self.done else p_after[last_test - (self.iteration - n) - 1])
-            self.test_acc = m.curves["test_acc"](p_test)
-            self.test_loss = m.curves["test_loss"](p_test)
+            self.test_acc = m.curves["test_acc"](p_test, tau)
+            self.test_loss = m.curves["test_loss"](p_test, tau)
         # training accuracy and loss: means over the window of the model before each step, with the
         # sampling noise of n * b_i samples
-        p_mid = float(p_before.mean())
+        p_mid = sum(p_before.tolist()) / n
         draws = n * b
-        acc = min(max(m.curves["train_acc"](p_mid), 0.0), 1.0)
-        loss = max(m.curves["train_loss"](p_mid), 0.0)
+        acc = min(max(m.curves["train_acc"](p_mid, tau), 0.0), 1.0)
+        loss = max(m.curves["train_loss"](p_mid, tau), 0.0)
         z = self._learn.standard_normal((4, self.n_workers))
         accs = np.minimum(np.maximum(acc + z[0] * np.sqrt(acc * (1.0 - acc) / draws), 0.0), 1.0)
         losses = np.maximum(loss * (1.0 + z[1] / np.sqrt(draws)), 0.0)
