@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-policy": ("dynamix.commands.train_policy", "train the DYNAMIX PPO agent on randomised virtual clusters"),
     "sample-clusters": ("dynamix.commands.sample_clusters", "write cluster specs drawn from the agent's training distribution"),
     "sim2real": ("dynamix.commands.sim2real", "the agent, LB-BSP and the static sweep on the real engine beside the simulator"),
+    "fit-surrogate": ("dynamix.commands.fit_surrogate", "fit the fast surrogate of a workload to real-math simulator runs"),
+    "validate-surrogate": ("dynamix.commands.validate_surrogate", "surrogate vs real-math simulator: time to target per policy"),
     "evaluate": ("dynamix.commands.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
 }
 

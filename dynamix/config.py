@@ -474,8 +474,12 @@ class RLConfig:
     return_shape: str = setting("", one_of("", "time", "paper"))
     # Where episodes train: "sim" = the calibrated virtual-time simulator (dynamix.sim); "engine" = real
     # torchrun workers on this machine, the cluster's heterogeneity emulated, decisions through the gRPC
-    # arbitrator (dynamix.rl.engine_backend).
-    backend: str = setting("sim", one_of("sim", "engine"))
+    # arbitrator (dynamix.rl.engine_backend); "surrogate" = the simulator's clock with a fitted model of
+    # learning instead of the model math (dynamix.sim.surrogate; `dynamix fit-surrogate` first), which
+    # simulated runs (`dynamix simulate`, `evaluate`) then use too.
+    backend: str = setting("sim", one_of("sim", "engine", "surrogate"))
+    # The fitted surrogate (`dynamix fit-surrogate`); "": results/surrogate/<model>-w<width>-<optimiser>.json
+    surrogate: str = setting("")
     # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
     # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
     # mean (over seeds) final test accuracy in that evaluation (dynamix.evaluation).

@@ -1,7 +1,7 @@
 """Finished simulated runs on disk, so an interrupted or extended evaluation only simulates what is new.
 
 A run is keyed by a hash of the config sections a simulated run reads (:data:`SIM_SECTIONS`) and the
-cost model, its run id and, for trained policies, the artifact's sha256: a retrained policy, a new
+cost model (and a surrogate run's fitted model), its run id and, for trained policies, the artifact's sha256: a retrained policy, a new
 calibration or a changed setting never reuses stale rows, while unrelated sections (``rl``,
 ``experiments``, ...) do not matter. Files are written atomically, so several processes may share
 one cache. Each run is a gzip-compressed CSV (deterministic bytes: no time stamp in the header), about
@@ -25,6 +25,7 @@ from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.policies.base import BatchSizePolicy
+from dynamix.sim import progress
 from dynamix.sim.run import run_id
 
 SIM_SECTIONS = ("data", "model", "optim", "train", "batch")
@@ -42,11 +43,14 @@ def _keyed(name: str, fields: dict) -> dict:
 
 
 def sim_key(cfg: Config, cost: CostModel) -> str:
-    """Short hash of :data:`SIM_SECTIONS`, the compression and the cost model: identifies a simulated run."""
+    """Short hash of :data:`SIM_SECTIONS`, the compression and the cost model (and, under ``rl.backend:
+    surrogate``, the fitted surrogate's checksum): identifies a simulated run's settings."""
     parts = {k: _keyed(k, dataclasses.asdict(getattr(cfg, k))) for k in SIM_SECTIONS}
     parts["cost"] = _keyed("cost", dataclasses.asdict(cost))
     if cfg.engine.compression != "none":
         parts["compression"] = cfg.engine.compression
+    if cfg.rl.backend == "surrogate":
+        parts["surrogate"] = progress.for_config(cfg).checksum()
     blob = json.dumps(parts, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -10,6 +10,10 @@ Two views of the same episode, both driven by :class:`DynamixEnv`:
   sub-environments, so one shared policy reads each worker's ``[local | global]`` row and gets that
   worker's own reward (parameter sharing, paper Sec. III). This is what PPO trains on.
 
+``rl.backend`` picks what runs the episode: the real-math simulator (``sim``), real workers
+(``engine``) or the fitted surrogate (``surrogate``, :mod:`dynamix.sim.surrogate`: the simulator's
+clock with a fitted model of learning; same observation, action and reward).
+
 Episode flow, identical to how :func:`dynamix.sim.run.simulate` drives a ``BatchSizePolicy``:
 ``reset`` draws a cluster (domain randomisation, :mod:`dynamix.rl.domain`, unless fixed specs are
 given) and a run seed from the env's RNG, runs the first window at ``batch.initial`` and returns its
@@ -43,7 +47,9 @@ from dynamix.policies.base import Bounds
 from dynamix.rl.domain import horizon_iters, sample_cluster
 from dynamix.rl.reward import PART_NAMES, time_weighted, worker_rewards
 from dynamix.rl.state import SPECS, StateBuilder, apply_actions
-from dynamix.sim.cluster import VirtualCluster
+from dynamix.sim import progress
+from dynamix.sim.cluster import VirtualCluster, calibrated_cost
+from dynamix.sim.surrogate import SurrogateCluster
 from dynamix.train.loop import epoch_cap
 
 log = logging.getLogger(__name__)
@@ -83,7 +89,11 @@ class DynamixEnv(gym.Env):
         self.n_workers = self.specs[0].n_workers if self.specs else cfg.rl.workers
         if self.specs and any(s.n_workers != self.n_workers for s in self.specs):
             raise ValueError(f"specs have {sorted({s.n_workers for s in self.specs})} workers: one fixed N is needed")
-        self.data = load_cifar10(cfg.data) if data is None else data
+        # the surrogate needs no data (its fitted model counts the training samples) and one cost model
+        self.surrogate = progress.for_config(cfg) if cfg.rl.backend == "surrogate" else None
+        if self.surrogate is not None:
+            self.cost = calibrated_cost(cfg) if cost is None else cost
+        self.data = data if data is not None or self.surrogate is not None else load_cifar10(cfg.data)
         self.bounds = Bounds(cfg.batch.min, cfg.batch.max)
         self.steps = tuple(cfg.batch.actions)
         self.state_spec = SPECS[cfg.rl.state]  # rl.state: the observation layout (dynamix.rl.state.SPECS)
@@ -92,7 +102,7 @@ class DynamixEnv(gym.Env):
             shape=(self.n_workers, self.state_spec.obs_dim), dtype=np.float32)
         self.action_space = gym.spaces.MultiDiscrete([len(self.steps)] * self.n_workers)
         self.state = StateBuilder(self.bounds, self.state_spec)
-        self.n_train = len(self.data.train_y)
+        self.n_train = self.surrogate.n_train if self.surrogate is not None else len(self.data.train_y)
         self._horizon_iters = horizon_iters(cfg.rl.episode_epochs, self.n_train, self.n_workers, cfg.batch.initial)
         self.time_shaped = cfg.rl.return_shape == "time"
         self.ref_window_s = self.budget_s = math.inf
@@ -129,11 +139,14 @@ class DynamixEnv(gym.Env):
         return obs, info
 
     def _new_cluster(self, spec: ClusterSpec, run_seed: int):
-        """The episode's training run: simulated (``rl.backend: sim``) or real (``engine``)."""
+        """The episode's training run: simulated (``rl.backend: sim``), real (``engine``) or the fitted
+        surrogate (``surrogate``)."""
         if self.cfg.rl.backend == "engine":
             from dynamix.rl.engine_backend import EngineCluster  # lazy: grpc and torchrun only when used
 
             return EngineCluster(spec, self.cfg, run_seed)
+        if self.surrogate is not None:
+            return SurrogateCluster(spec, self.cfg, self.surrogate, seed=run_seed, cost=self.cost)
         return VirtualCluster(spec, self.cfg, data=self.data, seed=run_seed, cost=self.cost)
 
     def close(self) -> None:
@@ -166,7 +179,7 @@ class DynamixEnv(gym.Env):
         rewards = parts.total
         info = {
             "worker_rewards": rewards,
-            "parts": {p: float(np.mean(getattr(parts, p))) for p in PART_NAMES},
+            "parts": {p: float(getattr(parts, p).sum()) / len(rewards) for p in PART_NAMES},  # means (np.mean's sum / n)
             "batch_sizes": self.batch_sizes,
             "elapsed_s": glob.elapsed_s,
             "window_s": window_s,
@@ -181,7 +194,7 @@ class DynamixEnv(gym.Env):
             raise RuntimeError("step() before reset()")
         self.batch_sizes = apply_actions(self.batch_sizes, np.asarray(action).reshape(-1), self.steps, self.bounds)
         obs, rewards, info = self._window()
-        return obs, float(np.mean(rewards)), self.done, False, info
+        return obs, float(rewards.sum()) / len(rewards), self.done, False, info
 
 
 class WorkerVecEnv(VecEnv):

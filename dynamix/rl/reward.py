@@ -83,11 +83,22 @@ def scaled_time(workers: Sequence[WorkerWindow], time_signal: str, t_ref_ms: flo
     busy = iter_ms - wait
     if time_signal == "busy":
         return busy / t_ref_ms
-    others = np.array([np.max(np.delete(busy, i)) if len(busy) > 1 else 0.0 for i in range(len(busy))])
+    others = _max_of_others(busy)
     excess = np.maximum(0.0, busy - others)
     if time_signal == "marginal":
         return excess / t_ref_ms
     return (excess + wait) / np.maximum(iter_ms, 1e-12)  # imbalance: a fraction of the iteration
+
+
+def _max_of_others(x: np.ndarray) -> np.ndarray:
+    """max_{j != i} x_j for every i (0 for a single worker): the maximum, except the second largest at
+    the (first) arg-maximum."""
+    if len(x) < 2:
+        return np.zeros(len(x))
+    top = int(np.argmax(x))
+    out = np.full(len(x), x[top])
+    out[top] = np.max(np.delete(x, top))
+    return out
 
 
 def worker_rewards(workers: Sequence[WorkerWindow], acc_change: np.ndarray, t_ref_ms: float,

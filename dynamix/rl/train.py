@@ -73,14 +73,20 @@ def _stale(ckpt_json: Path, expect: dict[str, Any]) -> str | None:
 
 
 def _cost_fingerprint(ep_cfg: Config, cost: CostModel | None) -> dict[str, float] | None:
-    """The simulator cost model training episodes run on (None on the engine backend: real time)."""
-    if ep_cfg.rl.backend != "sim":
+    """The simulator cost model training episodes run on, and on the surrogate its fitted model's
+    checksum (None on the engine backend: real time)."""
+    if ep_cfg.rl.backend == "engine":
         return None
     if cost is None:
         from dynamix.sim.cluster import calibrated_cost
 
         cost = calibrated_cost(ep_cfg)
-    return dataclasses.asdict(cost)
+    fingerprint = dataclasses.asdict(cost)
+    if ep_cfg.rl.backend == "surrogate":
+        from dynamix.sim import progress
+
+        fingerprint["surrogate_sha256"] = progress.for_config(ep_cfg).checksum()
+    return fingerprint
 
 
 class _Progress(BaseCallback):

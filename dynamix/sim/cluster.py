@@ -56,7 +56,111 @@ def calibrated_cost(cfg: Config) -> CostModel:
     return CostModel(cal.a_ms, cal.c_ms_per_sample, gradient_bytes(build_model(cfg.model.name, cfg.model.width)))
 
 
-class VirtualCluster:
+class ClusterClock:
+    """What every virtual-time cluster shares: the spec's workers, the cost model, the device memory
+    caps and fixed costs, the budget (:attr:`done`), the iteration cost and the window records
+    (:meth:`_windows`). Subclasses supply the learning: :class:`VirtualCluster` runs the real model,
+    :mod:`dynamix.sim.surrogate` a fitted model of it."""
+
+    def __init__(self, spec: ClusterSpec, cfg: Config, cost: CostModel) -> None:
+        self.spec, self.cfg = spec, cfg
+        self.n_workers = spec.n_workers
+        self._speeds = np.array([w.device.speed for w in spec.workers], float)
+        self._max_batch = np.array([w.device.max_batch for w in spec.workers], np.int64)
+        self._fixed_ms = np.array([w.device.fixed_ms for w in spec.workers], float)
+        self._bandwidth = np.array([w.bandwidth_gbps for w in spec.workers], float)
+        self._latency = np.array([w.latency_ms for w in spec.workers], float)
+        self.cost = cost
+
+    def clamp(self, batch_sizes) -> np.ndarray:
+        """Per-worker sizes after the device memory caps (``max_batch``); validates the vector."""
+        b = np.asarray(batch_sizes, dtype=np.int64).reshape(-1)
+        if b.shape[0] != self.n_workers:
+            raise ValueError(f"batch_sizes has {b.shape[0]} entries: need one per worker ({self.n_workers})")
+        if (b < 1).any():
+            raise ValueError(f"batch_sizes = {b.tolist()} is out of range: every entry must be >= 1")
+        return np.minimum(b, self._max_batch)
+
+    @property
+    def done(self) -> bool:
+        """The training budget is spent: ``train.max_time_s`` virtual seconds (when set), or
+        ``train.max_iters`` iterations, else ``train.epochs`` epochs."""
+        if self.cfg.train.max_time_s and self.elapsed_s >= self.cfg.train.max_time_s:
+            return True
+        if self.cfg.train.max_iters:
+            return self.iteration >= self.cfg.train.max_iters
+        return self.epochs_done >= self.cfg.train.epochs
+
+    def close(self) -> None:
+        """Nothing to release (the engine backend's run has processes; both are closed alike)."""
+
+    def iteration_cost(self, b: np.ndarray, iteration: int, elapsed_s: float, dynamics: ClusterDynamics,
+                       cost: CostModel | None = None) -> tuple[IterationCost, np.ndarray, np.ndarray]:
+        """Virtual time of iteration ``iteration`` (0-based) starting at ``elapsed_s`` at sizes ``b``:
+        the spec's true speeds and bandwidths under ``dynamics``, then ``cost`` (default: the cluster's
+        cost model; a compressed iteration passes its own). Returns (cost, speeds, bandwidths in Gbit/s)."""
+        speed_f, bw_f = dynamics.factors(iteration, elapsed_s)
+        speeds, bandwidth = self._speeds * speed_f, self._bandwidth * bw_f
+        model = cost or self.cost
+        return (model.iteration(b, speeds, bandwidth, self._latency, self.spec.architecture, self._fixed_ms),
+                speeds, bandwidth)
+
+    @property
+    def fixed_ms(self) -> np.ndarray:
+        """Each worker's device fixed cost per iteration (ms)."""
+        return self._fixed_ms.copy()
+
+    @property
+    def max_batch(self) -> np.ndarray:
+        """Each worker's device memory cap (``max_batch``): :meth:`clamp` holds sizes below it."""
+        return self._max_batch.copy()
+
+    def _windows(self, b: np.ndarray, iters: int, sums: dict, comm_sum: float, iter_sum: float,
+                 agg_sq_sum: float, lr: float, grads: list[dict]) -> tuple[list[WorkerWindow], GlobalWindow]:
+        """Aggregate a window's sums into the schema (means per iteration, rates per second). ``grads``:
+        each worker's gradient summary (:meth:`GradientWindowStats.summary`); ``sums`` without
+        ``wire``/``encode``/``decode`` (no compression measured) read the cost model's wire bytes and no
+        codec time. The subclass provides ``iteration``, ``epochs_done``, ``elapsed_s``, ``window``,
+        ``test_acc``, ``test_loss`` and ``_noise``."""
+        window_s = iter_sum / 1e3
+        iter_ms = iter_sum / iters
+        retrans = self._noise.poisson(sums["retrans"])  # segment counts over the window
+        mem = self.cost.mem_util(b, self._max_batch)
+        per = {k: (sums[k] / iters).tolist() for k in ("compute", "wait", "speed", "loss")}
+        acc = (sums["correct"] / (iters * b)).tolist()
+        tx, rx = (sums["tx"] / window_s).tolist(), (sums["rx"] / window_s).tolist()
+        cpu = (sums["compute"] / iter_sum).tolist()
+        # the reduction is the same on every worker: element 0 of the sums
+        wire, enc, dec = ((float(sums[k][0]) / iters for k in ("wire", "encode", "decode")) if "wire" in sums
+                          else (self.cost.wire_bytes, 0.0, 0.0))
+        workers = []
+        for i in range(self.n_workers):
+            g = grads[i]
+            workers.append(WorkerWindow(
+                rank=i, batch_size=int(b[i]), iter_time_ms=iter_ms, compute_ms=per["compute"][i],
+                comm_ms=comm_sum / iters, wait_ms=per["wait"][i],
+                throughput_samples_per_s=float(b[i]) / (iter_ms / 1e3),
+                net_tx_bytes_per_s=tx[i], net_rx_bytes_per_s=rx[i],
+                tcp_retrans_per_s=float(retrans[i]) / window_s, cpu_time_ratio=cpu[i], mem_util=float(mem[i]),
+                loss=per["loss"][i], batch_acc=acc[i], grad_norm=g["grad_norm"], grad_sqnorm=g["grad_sqnorm"],
+                sigma_norm=g["sigma_norm"], sigma2_norm=g["sigma2_norm"], speed=per["speed"][i],
+                comm_bytes=wire, compression_ratio=self.cost.gradient_bytes / max(wire, 1e-9),
+                encode_ms=enc, decode_ms=dec,
+            ))
+        big_b = int(b.sum())
+        glob = GlobalWindow(
+            window=self.window, iteration=self.iteration, epoch=self.epochs_done,
+            elapsed_s=self.elapsed_s, global_batch=big_b, lr=lr,
+            train_loss=float(np.dot(sums["loss"], b)) / (iters * big_b),
+            train_acc=float(sums["correct"].sum()) / (iters * big_b),
+            agg_grad_sqnorm=agg_sq_sum / iters, test_acc=self.test_acc, test_loss=self.test_loss,
+            n_workers=self.n_workers,
+        )
+        self.window += 1
+        return workers, glob
+
+
+class VirtualCluster(ClusterClock):
     """N simulated workers training one real model; ``run_window`` advances k iterations.
 
     ``seed`` (default ``cfg.train.seed``) fixes model initialisation, data order, augmentation and
@@ -66,16 +170,9 @@ class VirtualCluster:
 
     def __init__(self, spec: ClusterSpec, cfg: Config, data: Cifar10 | Interactions | None = None, seed: int | None = None,
                  cost: CostModel | None = None) -> None:
-        self.spec, self.cfg = spec, cfg
+        super().__init__(spec, cfg, calibrated_cost(cfg) if cost is None else cost)
         self.seed = cfg.train.seed if seed is None else seed
         self.data = load_dataset(cfg.data) if data is None else data
-        self.n_workers = spec.n_workers
-        self._speeds = np.array([w.device.speed for w in spec.workers], float)
-        self._max_batch = np.array([w.device.max_batch for w in spec.workers], np.int64)
-        self._fixed_ms = np.array([w.device.fixed_ms for w in spec.workers], float)
-        self._bandwidth = np.array([w.bandwidth_gbps for w in spec.workers], float)
-        self._latency = np.array([w.latency_ms for w in spec.workers], float)
-        self.cost = calibrated_cost(cfg) if cost is None else cost
         self._lhc_seed = derive_seed(self.seed, "lhc") if cfg.engine.compression == "lhc" else None
         self.dynamics = ClusterDynamics(spec)
         self.compute = compute_settings(cfg.train)  # device, amp, channels_last (validated once)
@@ -101,22 +198,13 @@ class VirtualCluster:
         self.window = 0
         self.test_loss, self.test_acc = math.nan, math.nan
 
-    def close(self) -> None:
-        """Nothing to release (the engine backend's run has processes; both are closed alike)."""
-
     @property
     def iteration(self) -> int:
         return self.trainer.iteration
 
     @property
-    def done(self) -> bool:
-        """The training budget is spent: ``train.max_time_s`` virtual seconds (when set), or
-        ``train.max_iters`` iterations, else ``train.epochs`` epochs."""
-        if self.cfg.train.max_time_s and self.elapsed_s >= self.cfg.train.max_time_s:
-            return True
-        if self.cfg.train.max_iters:
-            return self.trainer.iteration >= self.cfg.train.max_iters
-        return self.sampler.epochs_done >= self.cfg.train.epochs
+    def epochs_done(self) -> float:
+        return self.sampler.epochs_done
 
     def _compressed_cost(self, grads: list) -> tuple[CostModel, float, float]:
         """The cost model of this iteration's LHC reduction (its bytes, one worker's codec time), and
@@ -128,40 +216,10 @@ class VirtualCluster:
                                    codec_ms=enc + dec, collectives=2)
         return cost, enc, dec
 
-    def clamp(self, batch_sizes) -> np.ndarray:
-        """Per-worker sizes after the device memory caps (``max_batch``); validates the vector."""
-        b = np.asarray(batch_sizes, dtype=np.int64).reshape(-1)
-        if b.shape[0] != self.n_workers:
-            raise ValueError(f"batch_sizes has {b.shape[0]} entries: need one per worker ({self.n_workers})")
-        if (b < 1).any():
-            raise ValueError(f"batch_sizes = {b.tolist()} is out of range: every entry must be >= 1")
-        return np.minimum(b, self._max_batch)
-
     def evaluate(self) -> tuple[float, float]:
         """(test loss, test accuracy) on the ``train.eval_samples`` subset; remembered for the window."""
         self.test_loss, self.test_acc = self.trainer.evaluate(self._test_x, self._test_y)
         return self.test_loss, self.test_acc
-
-    def iteration_cost(self, b: np.ndarray, iteration: int, elapsed_s: float, dynamics: ClusterDynamics,
-                       cost: CostModel | None = None) -> tuple[IterationCost, np.ndarray, np.ndarray]:
-        """Virtual time of iteration ``iteration`` (0-based) starting at ``elapsed_s`` at sizes ``b``:
-        the spec's true speeds and bandwidths under ``dynamics``, then ``cost`` (default: the cluster's
-        cost model; a compressed iteration passes its own). Returns (cost, speeds, bandwidths in Gbit/s)."""
-        speed_f, bw_f = dynamics.factors(iteration, elapsed_s)
-        speeds, bandwidth = self._speeds * speed_f, self._bandwidth * bw_f
-        model = cost or self.cost
-        return (model.iteration(b, speeds, bandwidth, self._latency, self.spec.architecture, self._fixed_ms),
-                speeds, bandwidth)
-
-    @property
-    def fixed_ms(self) -> np.ndarray:
-        """Each worker's device fixed cost per iteration (ms)."""
-        return self._fixed_ms.copy()
-
-    @property
-    def max_batch(self) -> np.ndarray:
-        """Each worker's device memory cap (``max_batch``): :meth:`clamp` holds sizes below it."""
-        return self._max_batch.copy()
 
     # ------------------------------------------------------------------------------------------------
     def run_window(self, batch_sizes, lr_scale: float = 1.0) -> tuple[list[WorkerWindow], GlobalWindow]:
@@ -215,43 +273,5 @@ class VirtualCluster:
                 self.evaluate()
         if iters == 0:
             raise RuntimeError("run_window called after the training budget was spent (check .done)")
-        return self._windows(b, iters, sums, comm_sum, iter_sum, agg_sq_sum, lr)
-
-    def _windows(self, b: np.ndarray, iters: int, sums: dict, comm_sum: float, iter_sum: float,
-                 agg_sq_sum: float, lr: float) -> tuple[list[WorkerWindow], GlobalWindow]:
-        """Aggregate a window's sums into the schema (means per iteration, rates per second)."""
-        window_s = iter_sum / 1e3
-        iter_ms = iter_sum / iters
-        retrans = self._noise.poisson(sums["retrans"])  # segment counts over the window
-        mem = self.cost.mem_util(b, self._max_batch)
-        per = {k: (sums[k] / iters).tolist() for k in ("compute", "wait", "speed", "loss")}
-        acc = (sums["correct"] / (iters * b)).tolist()
-        tx, rx = (sums["tx"] / window_s).tolist(), (sums["rx"] / window_s).tolist()
-        cpu = (sums["compute"] / iter_sum).tolist()
-        # the reduction is the same on every worker: element 0 of the sums
-        wire, enc, dec = (float(sums[k][0]) / iters for k in ("wire", "encode", "decode"))
-        workers = []
-        for i in range(self.n_workers):
-            g = self._gstats[i].summary()
-            workers.append(WorkerWindow(
-                rank=i, batch_size=int(b[i]), iter_time_ms=iter_ms, compute_ms=per["compute"][i],
-                comm_ms=comm_sum / iters, wait_ms=per["wait"][i],
-                throughput_samples_per_s=float(b[i]) / (iter_ms / 1e3),
-                net_tx_bytes_per_s=tx[i], net_rx_bytes_per_s=rx[i],
-                tcp_retrans_per_s=float(retrans[i]) / window_s, cpu_time_ratio=cpu[i], mem_util=float(mem[i]),
-                loss=per["loss"][i], batch_acc=acc[i], grad_norm=g["grad_norm"], grad_sqnorm=g["grad_sqnorm"],
-                sigma_norm=g["sigma_norm"], sigma2_norm=g["sigma2_norm"], speed=per["speed"][i],
-                comm_bytes=wire, compression_ratio=self.cost.gradient_bytes / max(wire, 1e-9),
-                encode_ms=enc, decode_ms=dec,
-            ))
-        big_b = int(b.sum())
-        glob = GlobalWindow(
-            window=self.window, iteration=self.trainer.iteration, epoch=self.sampler.epochs_done,
-            elapsed_s=self.elapsed_s, global_batch=big_b, lr=lr,
-            train_loss=float(np.dot(sums["loss"], b)) / (iters * big_b),
-            train_acc=float(sums["correct"].sum()) / (iters * big_b),
-            agg_grad_sqnorm=agg_sq_sum / iters, test_acc=self.test_acc, test_loss=self.test_loss,
-            n_workers=self.n_workers,
-        )
-        self.window += 1
-        return workers, glob
+        return self._windows(b, iters, sums, comm_sum, iter_sum, agg_sq_sum, lr,
+                             [g.summary() for g in self._gstats])

@@ -8,7 +8,8 @@ window ``cluster.run_window(sizes, lr_scale)`` and ``policy.decide(workers, glob
 is spent (before ``reset`` the simulator offers the policy its :class:`~dynamix.sim.foresight.ClusterForesight`,
 which only simulator-only policies read), each decision checked as the engine checks it (length, ``batch`` bounds, lr_scale > 0).
 The result is a tidy frame with columns :data:`dynamix.metrics.schema.RUNS_COLUMNS`, one row
-per (window, rank), ``backend = "sim"``. Same seed and spec give a bit-identical ``runs.csv``.
+per (window, rank), ``backend = "sim"`` (``"surrogate"`` under ``rl.backend: surrogate``, which runs
+the fitted surrogate of :mod:`dynamix.sim.surrogate` instead of the model math). Same seed and spec give a bit-identical ``runs.csv``.
 """
 
 from __future__ import annotations
@@ -27,13 +28,24 @@ from dynamix.config import Config
 from dynamix.data import Cifar10
 from dynamix.metrics.schema import RUNS_COLUMNS, window_rows
 from dynamix.policies.base import BatchSizePolicy, Bounds, PolicyContext, check_decision, check_first_decision
-from dynamix.sim.cluster import VirtualCluster
+from dynamix.sim import progress
+from dynamix.sim.cluster import ClusterClock, VirtualCluster
 from dynamix.sim.foresight import ClusterForesight
+from dynamix.sim.surrogate import SurrogateCluster
 
 log = logging.getLogger(__name__)
 
 
-def policy_context(cluster: VirtualCluster, cfg: Config, seed: int) -> PolicyContext:
+def virtual_cluster(spec: ClusterSpec, cfg: Config, data: Cifar10 | None = None, seed: int | None = None,
+                    cost: CostModel | None = None) -> ClusterClock:
+    """The run's cluster: the fitted surrogate (:mod:`dynamix.sim.surrogate`) when ``rl.backend`` is
+    ``surrogate``, else the real-math simulator."""
+    if cfg.rl.backend == "surrogate":
+        return SurrogateCluster(spec, cfg, progress.for_config(cfg), seed=seed, cost=cost)
+    return VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
+
+
+def policy_context(cluster: ClusterClock, cfg: Config, seed: int) -> PolicyContext:
     """What the policy is told before the first window (from ``batch``, ``optim`` and the data)."""
     return PolicyContext(
         n_workers=cluster.n_workers,
@@ -42,7 +54,7 @@ def policy_context(cluster: VirtualCluster, cfg: Config, seed: int) -> PolicyCon
         actions=cfg.batch.actions,
         window=cfg.batch.window,
         optimizer=cfg.optim.name,
-        dataset_size=len(cluster.data.train_y),
+        dataset_size=cluster.n_train,
         seed=seed,
         lr_scaling=cfg.optim.lr_scaling,
         base_batch=cfg.optim.base_batch,
@@ -60,7 +72,7 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     """Train ``cfg.model`` on the virtual cluster under ``policy``; rows of ``runs.csv``."""
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    cluster = VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
+    cluster = virtual_cluster(spec, cfg, data=data, seed=seed, cost=cost)
     ctx = policy_context(cluster, cfg, seed)
     policy.foresee(ClusterForesight(cluster))
     policy.reset(ctx)
@@ -68,7 +80,8 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     if unmet:
         log.warning("%s on %s: %s", policy.name, spec.name, unmet)
     decision = check_first_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds, ctx.dataset_size)
-    key = {"run_id": run_id(spec, policy, seed), "backend": "sim", "policy": policy.name, "seed": seed}
+    backend = "surrogate" if cfg.rl.backend == "surrogate" else "sim"
+    key = {"run_id": run_id(spec, policy, seed), "backend": backend, "policy": policy.name, "seed": seed}
     rows: list[dict] = []
     bar = tqdm(total=cluster.total_iters, desc=f"sim {spec.name} {policy.name}", unit="it",
                disable=not progress, mininterval=1.0)

@@ -1,0 +1,42 @@
+"""``dynamix validate-surrogate``: the surrogate's time to target against the real-math simulator's.
+
+    dynamix validate-surrogate --profile default --out results/surrogate/validation
+    dynamix validate-surrogate --policy static:64 --policy lbbsp --cluster clusters/validation/val-ps-4.yaml --out /tmp/v
+
+Needs the fitted surrogate of the profile's workload (``dynamix fit-surrogate``, or ``rl.surrogate``).
+Writes ``OUT/surrogate_validation.csv`` and ``.json`` (:mod:`dynamix.experiments.surrogate`) and prints
+the statistics as one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from dynamix import config
+from dynamix.cli import add_config_arguments, add_progress_argument
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--policy", action="append", default=None,
+                        help="policy spec (repeatable; default: the static sweep, lbbsp, lbbsp:batch=512, gns, ramp)")
+    parser.add_argument("--cluster", action="append", default=None,
+                        help="cluster spec YAML (repeatable; default: clusters/validation/*.yaml)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per run (default: experiments.seeds)")
+    add_progress_argument(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    from dynamix.experiments.surrogate import VALIDATION_POLICIES, validate
+
+    cfg = config.load(args.params, args.profile, args.overrides)
+    seeds = cfg.experiments.seeds if args.seeds is None else args.seeds
+    if seeds < 1:
+        raise config.ConfigError(f"--seeds = {seeds} is out of range: must be >= 1")
+    stats = validate(cfg, args.out, args.policy or VALIDATION_POLICIES, args.cluster, seeds,
+                     progress_bar=not args.no_progress)
+    print(json.dumps({k: stats[k] for k in ("spearman", "spearman_within_clusters_mean", "median_abs_rel_error",
+                                            "n", "meets_goals")}))
+    return 0
