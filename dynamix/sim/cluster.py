@@ -176,8 +176,8 @@ class VirtualCluster(ClusterClock):
         self._lhc_seed = derive_seed(self.seed, "lhc") if cfg.engine.compression == "lhc" else None
         self.dynamics = ClusterDynamics(spec)
         self.compute = compute_settings(cfg.train)  # device, amp, channels_last (validated once)
-        n_train = len(self.data.train_y)
-        self.total_iters = total_iterations(cfg, n_train, self.n_workers * cfg.batch.initial)
+        self.n_train = len(self.data.train_y)
+        self.total_iters = total_iterations(cfg, self.n_train, self.n_workers * cfg.batch.initial)
         test_idx = eval_subset(len(self.data.test_y), cfg.train.eval_samples)
         self._test_x, self._test_y = self.data.test_x[test_idx], self.data.test_y[test_idx]
         self.reset()
