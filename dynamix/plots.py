@@ -2,8 +2,8 @@
 
 Inputs are the tidy tables the experiments write (``runs.csv`` curves, ``summary.csv`` aggregates),
 so a figure can be redrawn from results without rerunning anything. Every axis names its unit;
-intervals are the bootstrap 95% intervals over seeds from :func:`dynamix.evaluation.stats.aggregate`
-(bars), or seaborn's bootstrap band over seeds on a common time grid (curves).
+intervals are the 95% t intervals over seeds from :func:`dynamix.evaluation.stats.aggregate` (bars),
+or seaborn's bootstrap band over seeds on a common time grid (curves).
 
 Legends sit outside the data (right of the panels), so no curve or bar hides behind one; a run that
 never reaches the target accuracy is marked (an ``x`` at its budget, "not reached") rather than left
@@ -189,7 +189,7 @@ def baselines_throughput_vs_batch(agg: pd.DataFrame, stem: str | Path) -> plt.Fi
     ax.set_xticks(agg["batch_size"], [str(b) for b in agg["batch_size"]])
     ax.set_xlabel("per-worker batch size (samples)")
     ax.set_ylabel("cluster throughput (samples/s)")
-    ax.set_title("Static batch sizes: throughput (IQM, 95% CI over seeds)")
+    ax.set_title("Static batch sizes: throughput (mean, 95% t interval over seeds)")
     return save(fig, stem)
 
 
@@ -238,7 +238,7 @@ def inference_accuracy_vs_time(curves: pd.DataFrame, stem: str | Path, cluster: 
 
 
 def inference_time_to_target(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
-    """DYNAMIX vs baselines: time to the target accuracy (IQM over seeds, 95% bootstrap interval)."""
+    """DYNAMIX vs baselines: time to the target accuracy (mean over seeds, 95% t interval)."""
     fig = _bars_figure(agg, "policy", "time_to_target_s", "time to target accuracy (s, virtual)", "Time to target",
                        hue="cluster", col="optimizer",
                        budget="total_time_s" if "total_time_s" in agg else None)
@@ -246,7 +246,7 @@ def inference_time_to_target(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
 
 
 def inference_final_accuracy(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
-    """DYNAMIX vs baselines: final test accuracy (%), IQM over seeds with 95% interval."""
+    """DYNAMIX vs baselines: final test accuracy (%), mean over seeds with 95% t interval."""
     agg = agg.assign(**{c: 100 * agg[c] for c in ("final_accuracy", "final_accuracy_lo", "final_accuracy_hi")})
     fig = _bars_figure(agg, "policy", "final_accuracy", "final test accuracy (%)", "Final accuracy",
                        hue="cluster", col="optimizer")
@@ -284,7 +284,7 @@ def scalability(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("workers")
         ax.set_ylabel(ylabel)
-    _legend_outside(fig, axes, title="policy (IQM, 95% CI)")
+    _legend_outside(fig, axes, title="policy (mean, 95% t interval)")
     axes[0].set_title("Scalability: time to target")
     axes[1].set_title("Scalability: throughput")
     return save(fig, stem)
@@ -317,7 +317,7 @@ def calibration(table: pd.DataFrame, stem: str | Path) -> plt.Figure:
 
 def claims(per_config: pd.DataFrame, paper: dict[str, float], stem: str | Path) -> plt.Figure:
     """DYNAMIX against the median static batch size (circles) and the best static one (squares) per
-    held-out cluster and optimiser: final-accuracy gain (points) and time-to-target reduction (%), IQM
+    held-out cluster and optimiser: final-accuracy gain (points) and time-to-target reduction (%), mean
     over seeds with 95% intervals; dashed: the paper's "up to" value."""
     labels = {"accuracy_gain_pts": "final-accuracy gain (points)",
               "time_reduction_pct": "time-to-target reduction (%)"}
@@ -341,7 +341,7 @@ def claims(per_config: pd.DataFrame, paper: dict[str, float], stem: str | Path) 
         ax.set_xlabel(label)
     axes[0].set_title("DYNAMIX vs static: accuracy")
     axes[1].set_title("DYNAMIX vs static: time to target")
-    _legend_outside(fig, axes, title="IQM, 95% CI over seeds")
+    _legend_outside(fig, axes, title="mean, 95% t interval over seeds")
     return save(fig, stem)
 
 

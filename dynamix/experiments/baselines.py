@@ -5,10 +5,10 @@ Outputs (``out_dir``): ``runs.csv`` (per window and rank), ``summary.csv`` (one 
 ``policy, batch_size, seed, final_accuracy, total_time_s, throughput_samples_per_s, iterations, epochs,
 target_accuracy, time_to_target_s, late_gain_pts``, the target as in :mod:`dynamix.evaluation.targets`,
 the last fifth's gain as in :func:`dynamix.evaluation.runs.late_gain_pts`),
-``summary.json`` (IQM over seeds with bootstrap intervals per batch size; ``best_batch_size``, the most
+``summary.json`` (means over seeds with t intervals per batch size; ``best_batch_size``, the most
 accurate, and ``fastest_batch_size``, the one with the shortest time to target on this homogeneous
 cluster; ``plateau``:
-whether the most accurate static gains less than :data:`PLATEAU_BAR_PTS` over its last fifth, IQM over
+whether the most accurate static gains less than :data:`PLATEAU_BAR_PTS` over its last fifth, mean over
 seeds), ``manifest.json``.
 
 Figures: test accuracy against virtual training time per batch size; cluster throughput

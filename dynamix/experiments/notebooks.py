@@ -71,7 +71,7 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
     ),
     NotebookSpec(
         "06_claims", "claims", "The paper's claims against our numbers",
-        "Each claim of the paper beside the number this pipeline measured, with a 95% bootstrap interval "
+        "Each claim of the paper beside the number this pipeline measured, with a 95% t interval "
         "over seeds.",
         ('pd.read_csv(results / "claims" / "claims.csv")',),
     ),

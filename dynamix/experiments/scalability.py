@@ -11,7 +11,7 @@ leaves a 32-worker cluster a handful of iterations). Time to target as in
 :mod:`dynamix.evaluation.targets`, with the target set per cluster size.
 
 Outputs: ``runs.csv``, ``summary.csv`` (n_workers, policy, seed, time to target, final accuracy,
-throughput), ``summary.json`` (IQM and intervals per size and policy; the best policy per size),
+throughput), ``summary.json`` (means and t intervals per size and policy; the best policy per size),
 ``clusters/`` (the generated specs), ``manifest.json``. Figure: time to target and throughput
 against workers.
 """

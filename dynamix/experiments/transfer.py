@@ -17,7 +17,7 @@ A workload's policy is trained with the ``rl`` settings and the workload's model
 the main policy of the policy_training stage is reused when its workload matches.
 
 Outputs: ``runs.csv``, ``summary.csv`` (per pair, policy and seed: time to target, final accuracy),
-``summary.json`` (IQM and 95% intervals; ``ratio_transferred_vs_target`` of times to target;
+``summary.json`` (means and 95% t intervals; ``ratio_transferred_vs_target`` of times to target;
 ``ppo_timesteps`` each compared policy was trained for, per pair),
 ``manifest.json``. Figure: time to target per pair and policy.
 """
