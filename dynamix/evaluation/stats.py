@@ -73,19 +73,18 @@ def ratio_interval(ratios: Iterable[float], ci: float = 0.95) -> dict:
     return _exp(mean_interval(_logs(ratios), ci))
 
 
-def pooled_interval(cells: Sequence[pd.Series], ci: float = 0.95, log: bool = True) -> dict:
-    """One effect over several cells: per seed, the mean over cells of its (log) values, then the t
-    interval over seeds. ``cells`` are per-seed Series indexed by seed; a seed missing from a cell
-    averages over the cells that have it. ``n_cells`` is added."""
-    cols = [(np.log(c.where(c > 0)) if log else c).astype(float).rename(i) for i, c in enumerate(cells)]
+def pooled_interval(cells: Sequence[pd.Series], ci: float = 0.95) -> dict:
+    """One ratio over several cells: per seed, the mean over cells of its log ratios, then the t
+    interval over seeds, exponentiated. ``cells`` are per-seed ratios indexed by seed; a seed missing
+    from a cell averages over the cells that have it. ``n_cells`` is added."""
+    cols = [np.log(c.where(c > 0)).astype(float).rename(i) for i, c in enumerate(cells)]
     if not cols:
         return {**mean_interval([], ci), "n_cells": 0}
     per_seed = pd.concat(cols, axis=1).replace([np.inf, -np.inf], np.nan).mean(axis=1, skipna=True)
-    est = mean_interval(per_seed.to_numpy(), ci)
-    return {**(_exp(est) if log else est), "n_cells": len(cols)}
+    return {**_exp(mean_interval(per_seed.to_numpy(), ci)), "n_cells": len(cols)}
 
 
-def max_interval(cells: Sequence[Iterable[float]], ci: float = 0.95, log: bool = False) -> dict:
+def max_interval(cells: Sequence[Iterable[float]], ci: float = 0.95) -> dict:
     """"Up to": the largest cell estimate, with an interval for the largest true cell effect.
 
     Each of the k cells gets its t interval at coverage 1 - (1 - ci) / k (Bonferroni), so with
@@ -93,17 +92,16 @@ def max_interval(cells: Sequence[Iterable[float]], ci: float = 0.95, log: bool =
     true effect lies in [max_i lo_i, max_i hi_i]. The winning cell's own interval would ignore that
     it was picked for being high (the winner's curse). ``argmax`` indexes the winning cell.
     """
-    xs = [(_logs(c) if log else finite(c)) for c in cells]
+    xs = [finite(c) for c in cells]
     keep = [i for i, x in enumerate(xs) if x.size]
     if not keep:
         return {**mean_interval([], ci), "n_cells": 0, "argmax": -1}
     adj = 1 - (1 - ci) / len(keep)
     ests = [mean_interval(xs[i], adj) for i in keep]
     best = int(np.argmax([e["estimate"] for e in ests]))
-    out = {"estimate": ests[best]["estimate"], "ci_lo": max(e["ci_lo"] for e in ests),
-           "ci_hi": max(e["ci_hi"] for e in ests), "n_seeds": min(e["n_seeds"] for e in ests)}
-    out = _exp(out) if log else out
-    return {**out, "n_cells": len(keep), "argmax": keep[best]}
+    return {"estimate": ests[best]["estimate"], "ci_lo": max(e["ci_lo"] for e in ests),
+            "ci_hi": max(e["ci_hi"] for e in ests), "n_seeds": min(e["n_seeds"] for e in ests),
+            "n_cells": len(keep), "argmax": keep[best]}
 
 
 def tie_band(null: float, unit: str, margin: float, margin_pts: float) -> tuple[float, float]:
