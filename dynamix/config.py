@@ -457,6 +457,8 @@ class RLConfig:
     straggler_probability: tuple[float, ...] = setting((0.0, 0.05), rng(0.0, 1.0))  # uniform range
     jitter: tuple[float, ...] = setting((0.0, 0.1), rng(0.0, 1.0))  # uniform range
     event_probability: float = setting(0.5, rng(0.0, 1.0))  # chance of one slowdown/bandwidth event
+    fixed_ms: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1e5))  # per-worker fixed ms per iteration, uniform
+    overlap: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1.0))  # ring communication hidden behind backward
     # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
     # pays (shared); "busy" = the worker's own compute + communication, without the barrier wait;
     # "marginal" = the straggler's excess over the second slowest (difference reward); "imbalance" =

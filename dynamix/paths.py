@@ -32,3 +32,10 @@ def resolve(path: str | os.PathLike) -> Path:
     """Resolve ``path`` against the repository root unless it is absolute (``~`` expanded)."""
     p = Path(os.path.expanduser(str(path)))
     return p if p.is_absolute() else ROOT / p
+
+
+def relative(path: str | os.PathLike) -> str:
+    """``path`` as :func:`resolve` reads it back: relative to the repository root when inside it (so a
+    config or artifact recording it does not depend on where the checkout is), else absolute."""
+    p = resolve(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)

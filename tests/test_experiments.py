@@ -72,6 +72,26 @@ def test_policy_stage_starts_over_when_params_change_under_its_checkpoint(tmp_pa
     assert pd.read_csv(out / "progress.csv")["episode"].iloc[0] == 0  # a new run, not the old one extended
 
 
+def test_policy_stage_fits_its_surrogate_once_and_trains_on_it(tmp_path):
+    """rl.backend surrogate: the stage fits the workload's surrogate beside its folder (the static sweep
+    with the model math), trains on it, and a second run reuses the fit instead of redoing it."""
+    from dynamix.sim import progress
+
+    cfg = tiny_cfg(rl={"timesteps": 16, "backend": "surrogate", "model": "mlp", "width": 0.25},
+                   experiments={"model": "mlp", "width": 0.25, "epochs": 0.2}, batch={"window": 2})
+    out = tmp_path / "policy_training"
+    policy_training.run(cfg, out)
+    fitted = list((tmp_path / "surrogate").glob("*.json"))
+    assert [p.name for p in fitted] == ["mlp-w0.25-sgd.json"]
+    model = progress.load(fitted[0])
+    assert model.provenance["policies"] == ["static:32", "static:128"] and model.provenance["profile"] == "smoke"
+    meta = json.loads((policy_dir(out) / "dynamix.json").read_text())
+    assert meta["training"]["rl"]["backend"] == "surrogate"
+    stamp = fitted[0].stat().st_mtime_ns
+    policy_training.run(cfg, out)
+    assert fitted[0].stat().st_mtime_ns == stamp
+
+
 def test_scaled_cluster_keeps_the_worker_mix():
     base = cluster.load("clusters/heldout/hetero-speed-4.yaml")
     big = scaled(base, 10)

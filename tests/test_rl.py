@@ -275,6 +275,23 @@ def test_domain_randomisation_is_seeded_and_within_ranges():
         sample_cluster(dataclasses.replace(rl, speed=(2.0, 1.0)), np.random.default_rng(0), 100)
 
 
+def test_domain_randomisation_spans_fixed_cost_and_overlap_only_when_asked():
+    """Ranges of fixed per-iteration cost and ring overlap: drawn within them when set; left out of the
+    draws (every fixed cost 0, no overlap) at the default [0, 0]."""
+    rl = config.load().rl
+    plain = [sample_cluster(rl, np.random.default_rng(s), 100) for s in range(20)]
+    assert {w.device.fixed_ms for s in plain for w in s.workers} == {0.0}
+    assert {s.architecture.overlap for s in plain} == {0.0}
+    wide = dataclasses.replace(rl, fixed_ms=(1.0, 4.0), overlap=(0.5, 0.9), ps_probability=0.0)
+    many = [sample_cluster(wide, np.random.default_rng(s), 100) for s in range(20)]
+    fixed = [w.device.fixed_ms for s in many for w in s.workers]
+    overlaps = [s.architecture.overlap for s in many]
+    assert 1.0 <= min(fixed) and max(fixed) <= 4.0 and len(set(fixed)) > 10
+    assert 0.5 <= min(overlaps) and max(overlaps) <= 0.9
+    with pytest.raises(ConfigError, match=r"rl.fixed_ms"):
+        sample_cluster(dataclasses.replace(rl, fixed_ms=(3.0, 1.0)), np.random.default_rng(0), 100)
+
+
 def test_sample_clusters_writes_a_seeded_validation_set_off_the_training_stream(tmp_path):
     """`dynamix sample-clusters`: loadable specs, worker counts cycled, same seed same set, and not the
     clusters training draws from the same seed."""

@@ -7,8 +7,13 @@ the section of ``params.yaml``, every worker of a ``rl.workers``-worker cluster 
 - speed ~ log-uniform(``rl.speed``) (relative to the calibrated reference machine);
 - bandwidth ~ log-uniform(``rl.bandwidth_gbps``), latency ~ uniform(``rl.latency_ms``);
 
-and the cluster: ring, or with probability ``rl.ps_probability`` a parameter server whose bandwidth
-is drawn like a link's; straggler probability ~ uniform(``rl.straggler_probability``) with factor
+- fixed cost per iteration ~ uniform(``rl.fixed_ms``) ms, not scaled by speed (accelerator-class
+  devices whose throughput rises with the batch, ``DeviceProfile.fixed_ms``; drawn only when the range
+  is not [0, 0], so a config without it samples exactly the clusters it sampled before);
+
+and the cluster: ring (overlapping ~ uniform(``rl.overlap``) of its communication with the backward
+pass, drawn likewise only for a non-zero range), or with probability ``rl.ps_probability`` a parameter
+server whose bandwidth is drawn like a link's; straggler probability ~ uniform(``rl.straggler_probability``) with factor
 ~ uniform(0.2, 0.5); jitter ~ uniform(``rl.jitter``); and with probability ``rl.event_probability`` one
 event (slowdown by 0.2-0.6, or bandwidth drop by 0.05-0.5) on one random worker, starting at a
 uniform iteration of the first ``horizon_iters`` and lasting to the end or a random duration.
@@ -44,21 +49,24 @@ def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
 
 def sample_cluster(rl: RLConfig, rng: np.random.Generator, horizon_iters: int, name: str = "train") -> ClusterSpec:
     """One random training cluster; ``rng`` fully determines it (seeded by the caller)."""
-    for field_name in ("speed", "bandwidth_gbps", "latency_ms", "straggler_probability", "jitter"):
+    for field_name in ("speed", "bandwidth_gbps", "latency_ms", "straggler_probability", "jitter", "fixed_ms", "overlap"):
         _range(rl, field_name)
     n = rl.workers
-    workers = tuple(
-        WorkerSpec(
-            DeviceProfile(f"w{i}", round(_log_uniform(rng, *_range(rl, "speed")), 4)),
-            round(_log_uniform(rng, *_range(rl, "bandwidth_gbps")), 4),
-            round(float(rng.uniform(*_range(rl, "latency_ms"))), 4),
-        )
-        for i in range(n)
-    )
+    fixed = _range(rl, "fixed_ms")
+    overlap = _range(rl, "overlap")
+
+    def worker(i: int) -> WorkerSpec:
+        speed = round(_log_uniform(rng, *_range(rl, "speed")), 4)
+        bandwidth = round(_log_uniform(rng, *_range(rl, "bandwidth_gbps")), 4)
+        latency = round(float(rng.uniform(*_range(rl, "latency_ms"))), 4)
+        fixed_ms = round(float(rng.uniform(*fixed)), 4) if fixed[1] > 0 else 0.0
+        return WorkerSpec(DeviceProfile(f"w{i}", speed, fixed_ms=fixed_ms), bandwidth, latency)
+
+    workers = tuple(worker(i) for i in range(n))
     if rng.uniform() < rl.ps_probability:
         arch = Architecture("ps", 1, round(_log_uniform(rng, *_range(rl, "bandwidth_gbps")), 4))
     else:
-        arch = Architecture("ring")
+        arch = Architecture("ring", overlap=round(float(rng.uniform(*overlap)), 4) if overlap[1] > 0 else 0.0)
     events: tuple[Event, ...] = ()
     if rng.uniform() < rl.event_probability:
         kind = "slowdown" if rng.uniform() < 0.5 else "bandwidth"
