@@ -212,6 +212,15 @@ def test_ablation_ladder_adds_one_thing_per_step_from_the_paper_to_the_default()
         step_configs(config.load(overrides=["rl.recipe=paper"]))
 
 
+def test_ablation_judges_surrogate_trained_policies_with_the_model_math():
+    from dynamix.experiments.ablation import eval_config, step_configs
+
+    cfg = config.load(profile="ablation-large")
+    assert cfg.rl.backend == "surrogate" and cfg.rl.timesteps >= 10**6
+    assert all(c.rl.backend == "surrogate" for c in step_configs(cfg).values())  # trained on the surrogate
+    assert eval_config(cfg).rl.backend == "sim"  # evaluated on the real-math simulator
+
+
 def test_ablation_table_reads_ratios_and_passes_off_the_per_run_results(tmp_path):
     """The table the docs show, from a hand-made per-run summary: medians over seeds, ratio to the
     median static, the bar (<= 0.7 and >= -1 point), pooled runs per cell; the default profile's

@@ -94,8 +94,9 @@ def step_configs(cfg: Config) -> dict[str, Config]:
 
 def eval_config(cfg: Config) -> Config:
     """The evaluation runs' config: the experiments' workload and budget (``rl-eval`` in the default
-    profile), one torch thread."""
-    return shared.sim_config(cfg, train={"threads": 1})
+    profile), one torch thread, the model math: a policy trained on the surrogate is judged on the
+    real-math simulator, never on the model it was trained on."""
+    return shared.sim_config(cfg, train={"threads": 1}, rl={"backend": "sim"})
 
 
 def validation_specs(cfg: Config) -> list[cluster.ClusterSpec]:
