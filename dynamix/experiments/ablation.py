@@ -96,7 +96,7 @@ def eval_config(cfg: Config) -> Config:
     """The evaluation runs' config: the experiments' workload and budget (``rl-eval`` in the default
     profile), one torch thread, the model math: a policy trained on the surrogate is judged on the
     real-math simulator, never on the model it was trained on."""
-    return shared.sim_config(cfg, train={"threads": 1}, rl={"backend": "sim"})
+    return shared.sim_config(cfg, train={"threads": 1})
 
 
 def validation_specs(cfg: Config) -> list[cluster.ClusterSpec]:

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import io, paths, plots
-from dynamix.config import Config, with_overrides
+from dynamix import io, plots
+from dynamix.config import Config
 from dynamix.experiments.manifest import write_manifest
+from dynamix.experiments import shared
 from dynamix.experiments.shared import policy_dir
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = with_surrogate(cfg, out)
+    cfg = shared.on_fitted_surrogate(cfg, out.parent)
     name = cfg.experiments.policy_training.name
     timesteps = cfg.experiments.policy_training.timesteps or None
     zip_path = train_policy(cfg, name, timesteps=timesteps, out_dir=policy_dir(out), on_stale="restart")
@@ -59,26 +60,6 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     io.write_json(out / "summary.json", summary)
     write_manifest(out, cfg, NAME, {"policy_meta": str(zip_path.with_suffix(".json"))})
     return summary
-
-
-def with_surrogate(cfg: Config, out_dir: Path) -> Config:
-    """``cfg`` training on its fitted surrogate when ``rl.backend`` is ``surrogate`` and ``rl.surrogate``
-    names none: fitted here (:func:`dynamix.experiments.surrogate.fit`, the static sweep with the model
-    math) into ``surrogate/`` beside the stage's folder, or reused when a valid fit of this workload is
-    there already; ``cfg`` unchanged otherwise."""
-    if cfg.rl.backend != "surrogate" or cfg.rl.surrogate:
-        return cfg
-    from dynamix.experiments.surrogate import fit, fit_config
-    from dynamix.sim import progress
-
-    root = Path(out_dir).parent / "surrogate"
-    path = progress.default_path(fit_config(cfg), root)
-    try:
-        progress.load(path, fit_config(cfg))
-    except progress.SurrogateArtifactError:
-        path = fit(cfg, root)
-    log.info("policy training on the surrogate %s", path)
-    return with_overrides(cfg, {"rl": {"surrogate": paths.relative(path)}})
 
 
 def teacher_returns(zip_path: Path) -> pd.DataFrame:

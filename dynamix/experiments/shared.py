@@ -16,13 +16,18 @@ Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, write
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from dynamix import paths
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config, ConfigError, deep_merge, with_overrides
 from dynamix.evaluation.runner import budgets
+
+log = logging.getLogger(__name__)
 
 
 def optimizer(cfg: Config, name: str) -> dict:
@@ -36,10 +41,12 @@ def optimizer(cfg: Config, name: str) -> dict:
 def sim_config(cfg: Config, **sections: Mapping[str, Any]) -> Config:
     """The config a simulated experiment run uses: ``cfg`` with the experiments' workload
     (``experiments.model``/``width`` when set), budget (``experiments.epochs`` when set), evaluation
-    cadence (``experiments.eval_every``, ``eval_samples``) and any further section overrides (e.g. an
-    optimiser)."""
+    cadence (``experiments.eval_every``, ``eval_samples``), the model math (``rl.backend: sim``: an
+    agent trained on the surrogate is judged on the real-math simulator, never on the model it was
+    trained on) and any further section overrides (e.g. an optimiser)."""
     e = cfg.experiments
-    base: dict[str, Any] = {"train": {"eval_every": e.eval_every, "eval_samples": e.eval_samples}}
+    base: dict[str, Any] = {"train": {"eval_every": e.eval_every, "eval_samples": e.eval_samples},
+                            "rl": {"backend": "sim"}}
     if e.model:
         base["model"] = {"name": e.model, "width": e.width or cfg.model.width}
     if e.epochs:
@@ -127,3 +134,26 @@ def parse_pair(text: str) -> tuple[Workload, Workload]:
         raise ConfigError(f"{field} must look like SOURCE->TARGET, each {WORKLOAD_FORM}; got {text!r}")
     source, target = (parse_workload(side, field) for side in text.split("->"))
     return source, target
+
+
+def on_fitted_surrogate(cfg: Config, root: str | Path) -> Config:
+    """``cfg`` training on the fitted surrogate of the workload its policy trains on when ``rl.backend``
+    is ``surrogate`` and ``rl.surrogate`` names none: fitted (:func:`dynamix.experiments.surrogate.fit`,
+    the static sweep with the model math) into ``root/surrogate/``, or reused when a valid fit of that
+    workload is there; ``cfg`` unchanged otherwise."""
+    if cfg.rl.backend != "surrogate" or cfg.rl.surrogate:
+        return cfg
+    from dynamix.experiments.surrogate import fit, fit_config
+    from dynamix.rl.env import training_config
+    from dynamix.sim import progress
+
+    trained_on = training_config(cfg)
+    fit_cfg = with_overrides(cfg, {"experiments": {"model": trained_on.model.name, "width": trained_on.model.width},
+                                   "optim": dataclasses.asdict(trained_on.optim)})
+    path = progress.default_path(fit_config(fit_cfg), Path(root) / "surrogate")
+    try:
+        progress.load(path, fit_config(fit_cfg))
+    except progress.SurrogateArtifactError:
+        path = fit(fit_cfg, path.parent)
+    log.info("policy training on the surrogate %s", path)
+    return with_overrides(cfg, {"rl": {"surrogate": paths.relative(path)}})

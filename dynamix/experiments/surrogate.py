@@ -63,8 +63,7 @@ def fit_config(cfg: Config) -> Config:
     """The config the fitting runs use: the experiments' workload, :data:`FIT_EPOCHS` times their epoch
     budget, a test every window, the real model math."""
     run_cfg = sim_config(cfg)
-    return with_overrides(run_cfg, {"train": {"eval_every": cfg.batch.window, "epochs": FIT_EPOCHS * run_cfg.train.epochs},
-                                    "rl": {"backend": "sim"}})
+    return with_overrides(run_cfg, {"train": {"eval_every": cfg.batch.window, "epochs": FIT_EPOCHS * run_cfg.train.epochs}})
 
 
 def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress_bar: bool = True) -> Path:
@@ -115,7 +114,7 @@ def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDAT
     ``seeds`` seeds; writes the table and statistics into ``out_dir`` and returns the statistics."""
     out = Path(out_dir)
     cluster_specs = list(cluster_specs or validation_clusters())
-    run_cfg = with_overrides(sim_config(cfg), {"rl": {"backend": "sim"}})
+    run_cfg = sim_config(cfg)
     sur_cfg = with_overrides(run_cfg, {"rl": {"backend": "surrogate"}})
     progress.for_config(sur_cfg)  # a missing or mismatched artifact stops here, before the real runs
     summaries = {}

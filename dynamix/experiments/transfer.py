@@ -63,8 +63,8 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
     main = training_config(cfg)
     if (main.model.name, main.model.width, main.optim.name) == (w.model, w.width, w.optimizer):
         return policy_dir(out) / f"{cfg.experiments.policy_training.name}.zip"
-    wcfg = with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
-                                       "optim": shared.optimizer(cfg, w.optimizer)})
+    wcfg = shared.on_fitted_surrogate(with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
+                                                           "optim": shared.optimizer(cfg, w.optimizer)}), out.parent)
     timesteps = cfg.experiments.transfer.timesteps or cfg.experiments.policy_training.timesteps or None
     return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies", on_stale="restart")
 
