@@ -172,6 +172,12 @@ class TrainConfig:
             raise ConfigError(f"train.device = {self.device!r} is not allowed: must be one of 'auto', 'cpu', "
                               "'cuda', 'cuda:N' (N a GPU index)")
 
+    @property
+    def horizon_epochs(self) -> float:
+        """The run's epoch budget as its learning-rate schedule sees it: ``schedule_epochs``, else
+        ``epochs`` (the denominator of :func:`dynamix.train.loop.schedule_progress` in epochs)."""
+        return float(self.schedule_epochs or self.epochs)
+
 
 @dataclass(frozen=True)
 class BatchConfig:
@@ -310,13 +316,17 @@ class SimToRealExperiment:
 
 ABLATION_STEPS = ("paper", "time", "imbalance", "state", "dynamix")
 """The ablation's ladder, one addition per step (:mod:`dynamix.experiments.ablation`)."""
+ABLATION_VARIANTS = ("schedule", "frame-stack", "global")
+"""Opt-in rows beside the ladder, each one change to the default recipe (:mod:`dynamix.experiments.ablation`)."""
 
 
 @dataclass(frozen=True)
 class AblationExperiment:
     """From the paper's recipe to ours one addition at a time (:mod:`dynamix.experiments.ablation`)."""
 
-    # Ladder steps to train and evaluate, in order: paper, time, imbalance, state, dynamix (= the default)
+    # Ladder steps to train and evaluate, in order: paper, time, imbalance, state, dynamix (= the default);
+    # and optional variants of the default: schedule (+ schedule state), frame-stack (+ memory), global
+    # (global-batch action)
     steps: tuple[str, ...] = setting(ABLATION_STEPS)
     seeds: int = setting(3, rng(1, 100))  # training seeds per step (train.seed + k); policy k runs with run seed k
     heldout: tuple[str, ...] = setting(
@@ -333,10 +343,11 @@ class AblationExperiment:
     precomputed: str = setting("docs/expected/ablation/summary.csv")
 
     def __post_init__(self) -> None:
-        unknown = [x for x in self.steps if x not in ABLATION_STEPS]
+        allowed = ABLATION_STEPS + ABLATION_VARIANTS
+        unknown = [x for x in self.steps if x not in allowed]
         if unknown or not self.steps:
             raise ConfigError(f"experiments.ablation.steps = {list(self.steps)} is not allowed: must be a non-empty "
-                              f"list of {', '.join(map(repr, ABLATION_STEPS))}")
+                              f"list of {', '.join(map(repr, allowed))}")
 
 
 @dataclass(frozen=True)
@@ -429,8 +440,17 @@ class RLConfig:
     # PPO per-worker transitions (one window of one worker each) after the warm start; 0: the recipe's
     timesteps: int = setting(0, rng(0, None))
     # The observation layout (dynamix.rl.state.SPECS): "dynamix" (state v4, with lb_gap and the
-    # compute/wait/communication split) or "paper" (the paper's features only); "": the recipe's.
-    state: str = setting("", one_of("", "dynamix", "paper"))
+    # compute/wait/communication split), "paper" (the paper's features only) or "schedule" (dynamix
+    # plus training progress, learning-rate phase and noise-scale trend: what a batch schedule needs);
+    # "": the recipe's.
+    state: str = setting("", one_of("", "dynamix", "paper", "schedule"))
+    # Memory: the observation is the last frame_stack per-worker observations, newest first, zeros
+    # before the first window (dynamix.rl.state.StateBuilder); 1 = the current window only.
+    frame_stack: int = setting(1, rng(1, 16))
+    # What one decision moves (dynamix.rl.actions): "worker" = each worker's batch by one of
+    # batch.actions (the paper); "global" = the global batch by one factor of GLOBAL_FACTORS per
+    # window, split over the workers by measured speed (LB-BSP's split).
+    action: str = setting("worker", one_of("worker", "global"))
     n_steps: int = setting(64, rng(2, None))  # windows per worker per rollout: rollout = n_steps * workers
     batch_size: int = setting(64, rng(2, None))  # PPO minibatch (transitions)
     n_epochs: int = setting(4, rng(1, 100))  # PPO passes over each rollout (``simple``: always 1)
@@ -519,10 +539,15 @@ class RLConfig:
         for knob, value in chosen.items():
             if getattr(self, knob) in ("", 0):
                 object.__setattr__(self, knob, value)  # frozen: resolve once, at construction
-        if self.warm_start == "lbbsp" and self.state != "dynamix":
+        if self.warm_start == "lbbsp" and self.state not in ("dynamix", "schedule"):
             raise ConfigError(
                 f"rl.warm_start = 'lbbsp' reads lb_gap, which rl.state = {self.state!r} does not observe: "
-                "set rl.state = dynamix or rl.warm_start = none")
+                "set rl.state = dynamix (or schedule) or rl.warm_start = none")
+
+
+HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker"}}
+"""Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
+behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes."""
 
 
 @dataclass(frozen=True)
@@ -557,8 +582,12 @@ class Config:
         return dataclasses.asdict(self)
 
     def hash(self) -> str:
-        """Short, stable hash of the full config: identifies a run's settings in manifests."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=list).encode()
+        """Short, stable hash of the full config: identifies a run's settings in manifests. Settings
+        at their :data:`HASH_NEUTRAL` values are left out, so adding them kept every earlier hash."""
+        tree = self.to_dict()
+        for section, neutral in HASH_NEUTRAL.items():
+            tree[section] = {k: v for k, v in tree[section].items() if k not in neutral or v != neutral[k]}
+        blob = json.dumps(tree, sort_keys=True, default=list).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
 

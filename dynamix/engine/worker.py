@@ -194,7 +194,7 @@ class Engine:
             n_workers=n, initial_batch_sizes=tuple(initial_sizes or (cfg.batch.initial,) * n), bounds=self.bounds,
             actions=cfg.batch.actions, window=cfg.batch.window, optimizer=cfg.optim.name,
             dataset_size=self.n_train, seed=cfg.train.seed, lr_scaling=cfg.optim.lr_scaling,
-            base_batch=cfg.optim.base_batch,
+            base_batch=cfg.optim.base_batch, epochs=cfg.train.horizon_epochs, base_lr=cfg.optim.lr,
         )
         if len(self.ctx.initial_batch_sizes) != n:
             raise ValueError(f"initial batch sizes {self.ctx.initial_batch_sizes}: need one per worker ({n})")

@@ -12,6 +12,15 @@ The ladder (:data:`STEPS`), each step adding one thing to the one before it:
 - ``dynamix``: + the LB-BSP warm start, its teacher transitions taken from PPO's budget: exactly the
   config given (the default recipe).
 
+Beside the ladder, opt-in variants of the default (:data:`VARIANTS`, named in
+``experiments.ablation.steps`` like a step), each one change to the config given:
+
+- ``schedule``: + the schedule signals in the state (``rl.state: schedule``: training progress,
+  learning-rate phase, noise-scale trend);
+- ``frame-stack``: + memory, the last :data:`FRAME_STACK` windows' rows (``rl.frame_stack``);
+- ``global``: the global-batch action (``rl.action: global``: one factor of the global batch per
+  window, split over the workers by speed).
+
 Each step trains ``experiments.ablation.seeds`` policies (training seed ``train.seed + k``, all steps
 on the stream of the name ``experiments.policy_training.name``, so the ``dynamix`` step's seed 0 is
 the pipeline's policy) and runs policy k with run seed k on the held-out clusters and on the first
@@ -70,6 +79,16 @@ STEPS: dict[str, str] = {
 """What each step of the ladder adds to the one before (module docstring)."""
 _LADDER = {"paper": {}, "time": {"return_shape": "time"}, "imbalance": {"time_signal": "imbalance"},
            "state": {"state": "dynamix"}}
+FRAME_STACK = 3
+"""The ``frame-stack`` variant's k: the current window and the two before it (a trend needs three points)."""
+VARIANTS: dict[str, str] = {
+    "schedule": "+ schedule state: training progress, learning-rate phase, noise-scale trend (rl.state: schedule)",
+    "frame-stack": f"+ frame stack: the last {FRAME_STACK} windows' observations (rl.frame_stack: {FRAME_STACK})",
+    "global": "global action: one step of the global batch (x0.5..x2) per window, split by speed (rl.action: global)",
+}
+"""The opt-in rows beside the ladder, each one change to the default (module docstring)."""
+_VARIANT_RL = {"schedule": {"state": "schedule"}, "frame-stack": {"frame_stack": FRAME_STACK},
+               "global": {"action": "global"}}
 SPLITS = ("heldout", "validation")
 
 
@@ -90,6 +109,11 @@ def step_configs(cfg: Config) -> dict[str, Config]:
         out[name] = with_overrides(cfg, {"rl": rl})
     out["dynamix"] = cfg
     return out
+
+
+def variant_configs(cfg: Config) -> dict[str, Config]:
+    """The training config of every variant (:data:`VARIANTS`): ``cfg``, the default, with one change."""
+    return {name: with_overrides(cfg, {"rl": change}) for name, change in _VARIANT_RL.items()}
 
 
 def eval_config(cfg: Config) -> Config:
@@ -162,7 +186,7 @@ def compute(cfg: Config, out: Path, progress: bool = True) -> pd.DataFrame:
 
     a = cfg.experiments.ablation
     work = out / "work"
-    configs = step_configs(cfg)
+    configs = {**step_configs(cfg), **variant_configs(cfg)}
     ecfg = eval_config(cfg)
     specs = {"heldout": [cluster.load(c) for c in a.heldout], "validation": validation_specs(cfg)}
     seed_name = cfg.experiments.policy_training.name
@@ -215,8 +239,8 @@ def compare_all(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _order(policies) -> list[str]:
-    steps = [s for s in STEPS if s in set(policies)]
-    return steps + sorted(p for p in set(policies) if p not in STEPS)
+    named = [s for s in (*STEPS, *VARIANTS) if s in set(policies)]
+    return named + sorted(p for p in set(policies) if p not in STEPS and p not in VARIANTS)
 
 
 def table(compared: pd.DataFrame) -> pd.DataFrame:
@@ -224,7 +248,7 @@ def table(compared: pd.DataFrame) -> pd.DataFrame:
     and LB-BSP, validation passes and mean ratio, and how many runs each cell pools."""
     rows = []
     for policy in _order(compared["policy"]):
-        row: dict = {"policy": policy, "changes": STEPS.get(policy, "baseline")}
+        row: dict = {"policy": policy, "changes": STEPS.get(policy) or VARIANTS.get(policy, "baseline")}
         for split in SPLITS:
             c = compared[(compared["split"] == split) & (compared["policy"] == policy)]
             if not len(c):

@@ -133,6 +133,8 @@ class PolicyContext:
     seed: int = 0
     lr_scaling: str = "none"  # optim.lr_scaling, the backend's LR rule that lr_scale multiplies
     base_batch: int = 128  # optim.base_batch of that rule
+    epochs: float = 0.0  # the run's epoch budget, its LR schedule's horizon (train.horizon_epochs); 0: untold
+    base_lr: float = 0.0  # optim.lr, the base learning rate; 0: untold
 
 
 class BatchSizePolicy(ABC):

@@ -1,6 +1,7 @@
 """Policy artifacts: ``<name>.zip`` (the SB3 model) + ``<name>.json`` (what it was trained for).
 
 The JSON records the format, the recipe (``rl.recipe``), the state-spec version and feature names (:mod:`dynamix.rl.state`), the
+frame stack (``rl.frame_stack``), what a decision moves (``rl.action``, :mod:`dynamix.rl.actions`) and its choices, the
 action set and batch bounds, the reward coefficients, the algorithm and the full training config, and
 the sha256 of the zip. :func:`load_policy` checks all of it before unpickling anything and raises
 :class:`PolicyArtifactError` with the reason (missing file, corrupt zip, sha mismatch, other state
@@ -22,8 +23,9 @@ from dynamix import io, paths
 from dynamix.config import Config
 from dynamix.errors import InputFileError
 from dynamix.policies.base import Bounds
+from dynamix.rl.actions import ACTIONS, ActionScheme
 from dynamix.rl.algos import ALGOS
-from dynamix.rl.state import SPECS, StateSpec, spec_for_version
+from dynamix.rl.state import SPECS, StateBuilder, StateSpec, spec_for_version
 
 FORMAT = "dynamix-policy-v1"
 
@@ -57,12 +59,16 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
     with io.atomic_open(zip_path, "wb") as fh:
         model.save(fh)
     spec = SPECS[cfg.rl.state]
+    scheme = ActionScheme.of(cfg.rl.action, cfg.batch.actions, Bounds(cfg.batch.min, cfg.batch.max))
     meta = {
         "format": FORMAT,
         "recipe": cfg.rl.recipe,
         "state_spec_version": spec.version,
-        "obs_dim": spec.obs_dim,
+        "obs_dim": cfg.rl.frame_stack * spec.obs_dim,  # the network's input: frame_stack x the features
         "features": list(spec.names),
+        "frame_stack": cfg.rl.frame_stack,
+        "action": scheme.kind,
+        "action_choices": list(scheme.choices),
         "actions": list(cfg.batch.actions),
         "bounds": {"min": cfg.batch.min, "max": cfg.batch.max},
         "window": cfg.batch.window,
@@ -104,6 +110,12 @@ def read_meta(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
             f"observes {known}: retrain it with `dynamix train-policy`")
     if meta.get("algo") not in ALGOS:
         raise PolicyArtifactError(f"policy metadata {json_path}: algo = {meta.get('algo')!r}, must be one of {list(ALGOS)}")
+    if meta.get("action", "worker") not in ACTIONS:
+        raise PolicyArtifactError(f"policy metadata {json_path}: action = {meta.get('action')!r}, must be one of "
+                                  f"{list(ACTIONS)}")
+    k = meta.get("frame_stack", 1)
+    if not (isinstance(k, int) and k >= 1):
+        raise PolicyArtifactError(f"policy metadata {json_path}: frame_stack = {k!r}, must be an integer >= 1")
     return zip_path, meta
 
 
@@ -115,11 +127,12 @@ def load_policy(path: str | os.PathLike, env=None) -> tuple[PPO, dict[str, Any]]
     except Exception as exc:  # SB3 raises many kinds on a bad archive
         raise PolicyArtifactError(f"policy {zip_path} cannot be loaded ({type(exc).__name__}: {exc})") from exc
     n_actions = int(getattr(model.action_space, "n", -1))
-    dim = state_spec(meta).obs_dim
-    if model.observation_space.shape != (dim,) or n_actions != len(meta["actions"]):
+    dim = frame_stack(meta) * state_spec(meta).obs_dim
+    choices = len(_choices(meta))
+    if model.observation_space.shape != (dim,) or n_actions != choices:
         raise PolicyArtifactError(
             f"policy {zip_path}: network expects observations {model.observation_space.shape} and "
-            f"{n_actions} actions; metadata says ({dim},) and {len(meta['actions'])}")
+            f"{n_actions} actions; metadata says ({dim},) and {choices}")
     return model, meta
 
 
@@ -131,9 +144,31 @@ def state_spec(meta: dict[str, Any]) -> StateSpec:
     return spec
 
 
+def frame_stack(meta: dict[str, Any]) -> int:
+    """The frames a validated artifact observes (1 for one written before ``rl.frame_stack`` existed)."""
+    return int(meta.get("frame_stack", 1))
+
+
+def _choices(meta: dict[str, Any]) -> list:
+    """The policy's action choices: the recorded ones, else (an artifact from before ``rl.action``) the worker steps."""
+    return list(meta.get("action_choices", meta["actions"]))
+
+
+def action_scheme(meta: dict[str, Any], bounds: Bounds) -> ActionScheme:
+    """What a validated artifact's decisions move, with the choices it was trained on."""
+    return ActionScheme(meta.get("action", "worker"), tuple(_choices(meta)), bounds)
+
+
+def observer(meta: dict[str, Any], bounds: Bounds, epochs: float = 0.0, base_lr: float = 0.0) -> StateBuilder:
+    """The observation builder a validated artifact reads: its state spec and frame stack; ``epochs``
+    and ``base_lr`` are the run's (what the schedule features divide by)."""
+    return StateBuilder(bounds, state_spec(meta), frame_stack(meta), epochs=epochs, base_lr=base_lr)
+
+
 def check_compatible(meta: dict[str, Any], actions: tuple[int, ...], bounds: Bounds, where: str = "policy") -> None:
-    """Refuse to run under another action set or batch bounds than the policy was trained for."""
-    if list(actions) != list(meta["actions"]):
+    """Refuse to run under another action set or batch bounds than the policy was trained for (a
+    global-batch policy, ``action: global``, never uses the per-worker steps: only its bounds count)."""
+    if meta.get("action", "worker") == "worker" and list(actions) != list(meta["actions"]):
         raise PolicyArtifactError(
             f"{where}: trained for actions {meta['actions']}, this run has batch.actions = {list(actions)}")
     want = meta["bounds"]

@@ -2,13 +2,16 @@
 
 Two views of the same episode, both driven by :class:`DynamixEnv`:
 
-- :class:`DynamixEnv` (gymnasium, passes ``check_env``): observation ``[N, obs_dim]`` (``rl.state``) (one row per
-  worker, :mod:`dynamix.rl.state`), action ``MultiDiscrete([len(actions)] * N)`` (one batch-size step
-  per worker), reward = the mean of the workers' rewards (:mod:`dynamix.rl.reward`); the per-worker
-  rewards and their parts are in ``info``.
-- :class:`WorkerVecEnv` (stable-baselines3 ``VecEnv``): the workers of one cluster are its
-  sub-environments, so one shared policy reads each worker's ``[local | global]`` row and gets that
-  worker's own reward (parameter sharing, paper Sec. III). This is what PPO trains on.
+- :class:`DynamixEnv` (gymnasium, passes ``check_env``): observation ``[S, obs_dim]`` (``rl.state``,
+  ``rl.frame_stack``: one row per slot, :mod:`dynamix.rl.state`), action ``MultiDiscrete([choices] * S)``,
+  reward = the mean of the workers' rewards (:mod:`dynamix.rl.reward`); the per-worker rewards and
+  their parts are in ``info``. The slots (``rl.action``, :mod:`dynamix.rl.actions`): ``worker``, S = N,
+  one batch-size step per worker; ``global``, S = 1, one step of the global batch per window, read
+  off the workers' mean row and split over them by speed.
+- :class:`WorkerVecEnv` (stable-baselines3 ``VecEnv``): the slots are its sub-environments. With
+  ``worker`` one shared policy reads each worker's ``[local | global]`` row and gets that worker's own
+  reward (parameter sharing, paper Sec. III); with ``global`` the one slot gets the workers' mean
+  reward. This is what PPO trains on.
 
 ``rl.backend`` picks what runs the episode: the real-math simulator (``sim``), real workers
 (``engine``) or the fitted surrogate (``surrogate``, :mod:`dynamix.sim.surrogate`: the simulator's
@@ -46,7 +49,8 @@ from dynamix.data import Cifar10, load_cifar10
 from dynamix.policies.base import Bounds
 from dynamix.rl.domain import horizon_iters, sample_cluster
 from dynamix.rl.reward import PART_NAMES, time_weighted, worker_rewards
-from dynamix.rl.state import SPECS, StateBuilder, apply_actions
+from dynamix.rl.actions import ActionScheme
+from dynamix.rl.state import SPECS, StateBuilder
 from dynamix.sim import progress
 from dynamix.sim.cluster import VirtualCluster, calibrated_cost
 from dynamix.sim.surrogate import SurrogateCluster
@@ -68,6 +72,13 @@ def training_config(cfg: Config) -> Config:
     return with_overrides(cfg, {"model": {"name": rl.model or cfg.model.name, "width": rl.width or cfg.model.width},
                                 "train": {"epochs": epochs, "max_iters": 0, "eval_every": NO_EVAL,
                                           "schedule_epochs": rl.episode_epochs}})
+
+
+def state_builder(cfg: Config, bounds: Bounds) -> StateBuilder:
+    """The observation builder of an episode under ``cfg`` (``rl.state``, ``rl.frame_stack``), told the
+    run's epoch budget (the learning-rate schedule's horizon) and base lr for the schedule features."""
+    return StateBuilder(bounds, cfg.rl.state, cfg.rl.frame_stack, epochs=cfg.train.horizon_epochs,
+                        base_lr=cfg.optim.lr)
 
 
 class DynamixEnv(gym.Env):
@@ -97,11 +108,13 @@ class DynamixEnv(gym.Env):
         self.bounds = Bounds(cfg.batch.min, cfg.batch.max)
         self.steps = tuple(cfg.batch.actions)
         self.state_spec = SPECS[cfg.rl.state]  # rl.state: the observation layout (dynamix.rl.state.SPECS)
+        self.state = state_builder(cfg, self.bounds)
+        self.scheme = ActionScheme.of(cfg.rl.action, self.steps, self.bounds)  # rl.action: what a decision moves
+        self.n_slots = self.scheme.slots(self.n_workers)
         self.observation_space = gym.spaces.Box(
-            np.tile(self.state_spec.low, (self.n_workers, 1)), np.tile(self.state_spec.high, (self.n_workers, 1)),
-            shape=(self.n_workers, self.state_spec.obs_dim), dtype=np.float32)
-        self.action_space = gym.spaces.MultiDiscrete([len(self.steps)] * self.n_workers)
-        self.state = StateBuilder(self.bounds, self.state_spec)
+            np.tile(self.state.low, (self.n_slots, 1)), np.tile(self.state.high, (self.n_slots, 1)),
+            shape=(self.n_slots, self.state.obs_dim), dtype=np.float32)
+        self.action_space = gym.spaces.MultiDiscrete([len(self.scheme.choices)] * self.n_slots)
         self.n_train = self.surrogate.n_train if self.surrogate is not None else len(self.data.train_y)
         self._horizon_iters = horizon_iters(cfg.rl.episode_epochs, self.n_train, self.n_workers, cfg.batch.initial)
         self.time_shaped = cfg.rl.return_shape == "time"
@@ -110,6 +123,7 @@ class DynamixEnv(gym.Env):
         self.episode = -1
         self.cluster: VirtualCluster | None = None
         self.batch_sizes: tuple[int, ...] = ()
+        self.workers: list = []  # the last window's WorkerWindows: what the next action steps from
 
     def _next_spec(self) -> ClusterSpec:
         if self.specs:
@@ -165,8 +179,9 @@ class DynamixEnv(gym.Env):
         workers, glob = self.cluster.run_window(self.batch_sizes)
         # the sizes that actually ran (device memory caps may clamp): the next action steps from these
         self.batch_sizes = tuple(w.batch_size for w in workers)
+        self.workers = list(workers)
         d_acc = self.state.acc_change(workers)
-        obs = self.state.observe(workers, glob)
+        obs = self.scheme.view(self.state.observe(workers, glob))
         parts = worker_rewards(workers, d_acc, self.state.t_ref_ms, self.cfg.reward, self.cfg.optim.name,
                                self.cfg.rl.time_signal)
         # the part of the window inside the budget: the return integrates over exactly [0, budget_s]
@@ -192,7 +207,7 @@ class DynamixEnv(gym.Env):
     def step(self, action):
         if self.cluster is None:
             raise RuntimeError("step() before reset()")
-        self.batch_sizes = apply_actions(self.batch_sizes, np.asarray(action).reshape(-1), self.steps, self.bounds)
+        self.batch_sizes = self.scheme.apply(self.workers, action)
         obs, rewards, info = self._window()
         return obs, float(rewards.sum()) / len(rewards), self.done, False, info
 
@@ -206,9 +221,8 @@ class WorkerVecEnv(VecEnv):
 
     def __init__(self, env: DynamixEnv) -> None:
         self.env = env
-        n = env.n_workers
-        super().__init__(n, gym.spaces.Box(env.state_spec.low, env.state_spec.high, dtype=np.float32),
-                         gym.spaces.Discrete(len(env.steps)))
+        super().__init__(env.n_slots, gym.spaces.Box(env.state.low, env.state.high, dtype=np.float32),
+                         gym.spaces.Discrete(len(env.scheme.choices)))
         self._actions: np.ndarray | None = None
         self._reset_episode_sums()
 
@@ -231,6 +245,8 @@ class WorkerVecEnv(VecEnv):
     def step_wait(self):
         obs, _, terminated, _, info = self.env.step(self._actions)
         rewards = info["worker_rewards"].astype(np.float32)
+        if self.num_envs != len(rewards):  # one slot for the cluster (rl.action: global): the workers' mean
+            rewards = np.full(self.num_envs, rewards.mean(), dtype=np.float32)
         self._ret += rewards
         self._len += 1
         for p, v in info["parts"].items():

@@ -12,9 +12,15 @@ policy trained on one workload transfers to another: times and throughputs enter
 episode's first window (``T_ref``, ``thr_ref``), never in absolute ms or bytes, and every feature is
 clipped to a fixed range so an unseen cluster cannot push the network outside what it was trained on.
 
-Two layouts (:data:`SPECS`, selected by ``rl.state``): ``dynamix``, every feature (:data:`STATE_SPEC_VERSION`),
-and ``paper``, the paper's features only (:data:`PAPER_FEATURES`, ``paper-state-v1``); a spec keeps a
-subset of the one row computed here, so a feature means the same in both.
+Three layouts (:data:`SPECS`, selected by ``rl.state``): ``dynamix``, every feature of :data:`FEATURES`
+(:data:`STATE_SPEC_VERSION`); ``paper``, the paper's features only (:data:`PAPER_FEATURES`,
+``paper-state-v1``); and ``schedule``, the dynamix features then :data:`SCHEDULE_FEATURES` (training
+progress, learning-rate phase, noise-scale trend: what a policy needs to follow a batch *schedule*,
+``schedule-state-v1``). A spec keeps a subset of the one row computed here, so a feature means the
+same in every spec.
+
+Memory (``rl.frame_stack`` = k): the observation of a worker is its last k rows, newest first, zeros
+before the first window, so the current window's features keep their columns whatever k is.
 
 Change anything here (a feature, its order, its normalisation) and bump the versions it touches:
 policy artifacts record the version and refuse to load under an unknown one (:mod:`dynamix.rl.artifact`).
@@ -31,7 +37,8 @@ import numpy as np
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import Bounds
 
-# v2: + busy_rel (is this worker the straggler?); v3: + lb_gap; v4: lb_gap from compute time, not busy time
+# v2: + busy_rel (is this worker the straggler?); v3: + lb_gap; v4: lb_gap from compute time, not busy time.
+# schedule-state-v1 (rl.state: schedule): v4 + g_progress, g_lr_phase, g_noise_trend
 STATE_SPEC_VERSION = "dynamix-state-v4"
 EPS = 1e-12
 
@@ -84,6 +91,30 @@ OBS_DIM = len(FEATURES)
 OBS_LOW = np.array([f.low for f in FEATURES], dtype=np.float32)
 OBS_HIGH = np.array([f.high for f in FEATURES], dtype=np.float32)
 
+LR_OCTAVES = 8.0
+"""lr_phase's scale: log2(lr_t / lr_0) / 8 is -0.83 after two decades of step decay (x0.01)."""
+NOISE_FAST, NOISE_SLOW = 0.5, 0.125
+"""EMA weights of the noise-scale trend: under a steady growth of s (log2 units) per window an EMA of
+weight a lags by s (1 - a) / a, so fast - slow settles at s (1/0.125 - 1/0.5) = 6 s."""
+NOISE_TREND_GAIN = 1.0 / (1.0 / NOISE_SLOW - 1.0 / NOISE_FAST)
+
+SCHEDULE_FEATURES: tuple[Feature, ...] = (
+    # ---- global: where the run is in its schedule (rl.state: schedule) ----
+    Feature("g_progress", "epochs done / the run's epoch budget (GlobalWindow.epoch over train.schedule_epochs, "
+            "else train.epochs: the learning-rate schedule's horizon)",
+            "as is (> 1 once a time-budgeted run passes its nominal epochs)", 0.0, 2.0),
+    Feature("g_lr_phase", "lr_t / lr_0: the learning rate at the window's end over optim.lr (warm-up, schedule "
+            "decay, batch scaling, a policy's lr_scale)", f"log2(lr_t / lr_0) / {LR_OCTAVES:g}", -1.0, 1.0),
+    Feature("g_noise_trend", "the trend of log2 B_simple (the gradient noise scale in samples, not relative to B, "
+            "so the agent's own change of B is not a trend): EMA_0.5 - EMA_0.125 over the windows, both "
+            "started at the first estimate; windows without an estimate leave them unchanged",
+            "(fast - slow) / 6: at a steady growth of s log2 units per window it reads s", -4.0, 4.0),
+)
+ALL_FEATURES = FEATURES + SCHEDULE_FEATURES
+ALL_NAMES = tuple(f.name for f in ALL_FEATURES)
+_ALL_LOW = np.array([f.low for f in ALL_FEATURES], dtype=np.float32)
+_ALL_HIGH = np.array([f.high for f in ALL_FEATURES], dtype=np.float32)
+
 PAPER_FEATURES = ("batch_log", "iter_time_rel", "net_rate", "retrans", "cpu_time_ratio", "mem_util", "batch_acc",
                   "acc_change", "loss", "sigma_norm", "sigma2_norm", "g_train_acc", "g_batch_log", "g_workers")
 """The paper's state (Sec. III-B): batch size and iteration time; network throughput (bytes/s) and
@@ -121,12 +152,18 @@ class StateSpec:
     @property
     def columns(self) -> np.ndarray:
         """Indices of this spec's features in the full row :meth:`StateBuilder.observe` computes."""
-        return np.array([FEATURE_NAMES.index(n) for n in self.names], dtype=np.int64)
+        return np.array([ALL_NAMES.index(n) for n in self.names], dtype=np.int64)
+
+    @property
+    def schedule(self) -> bool:
+        """Whether it observes :data:`SCHEDULE_FEATURES` (then the builder needs the run's epochs and lr)."""
+        return any(f in SCHEDULE_FEATURES for f in self.features)
 
 
 SPECS: dict[str, StateSpec] = {
     "dynamix": StateSpec("dynamix", STATE_SPEC_VERSION, FEATURES),
     "paper": StateSpec("paper", "paper-state-v1", tuple(f for f in FEATURES if f.name in PAPER_FEATURES)),
+    "schedule": StateSpec("schedule", "schedule-state-v1", ALL_FEATURES),
 }
 
 
@@ -162,32 +199,95 @@ def noise_scale(workers: Sequence[WorkerWindow], glob: GlobalWindow) -> float:
 
 
 class StateBuilder:
-    """Turns (workers, global) windows into per-worker observations, shape [N, spec.obs_dim], float32.
+    """Turns (workers, global) windows into per-worker observations, shape [N, frame_stack * spec.obs_dim],
+    float32: the one place training (:mod:`dynamix.rl.env`) and inference (:mod:`dynamix.rl.policy`)
+    build what the network reads.
 
     ``spec`` (a :data:`SPECS` key or a :class:`StateSpec`) picks the layout: every feature is computed
-    and the spec's columns kept, so a feature means the same in every spec.
+    and the spec's columns kept, so a feature means the same in every spec. ``frame_stack`` = k: each
+    row is the worker's last k rows, newest first, zeros before the first window. ``epochs`` (the
+    run's epoch budget, the learning-rate schedule's horizon) and ``base_lr`` (``optim.lr``) are what
+    the schedule features divide by; a spec that observes them refuses to build without them.
 
     Stateful across one run: it remembers the first window's references (``T_ref``, ``thr_ref``,
-    ``rate_ref``) and each worker's previous accuracy for ``acc_change``. Call :meth:`reset` per run.
+    ``rate_ref``), each worker's previous accuracy for ``acc_change``, the noise-scale EMAs and the
+    last k - 1 rows. Call :meth:`reset` per run; :meth:`state_dict` is all of it as plain data.
     """
 
-    def __init__(self, bounds: Bounds, spec: str | StateSpec = "dynamix") -> None:
+    def __init__(self, bounds: Bounds, spec: str | StateSpec = "dynamix", frame_stack: int = 1,
+                 epochs: float = 0.0, base_lr: float = 0.0) -> None:
         if isinstance(spec, str):
             if spec not in SPECS:
                 raise ValueError(f"state spec {spec!r} is unknown: must be one of {', '.join(map(repr, SPECS))}")
             spec = SPECS[spec]
+        if int(frame_stack) < 1:
+            raise ValueError(f"frame_stack = {frame_stack} is out of range: must be >= 1")
+        if spec.schedule and not (epochs > 0 and base_lr > 0):
+            raise ValueError(f"state spec {spec.name!r} observes training progress and the learning-rate phase: "
+                             f"it needs the run's epoch budget and base lr (> 0), got epochs = {epochs}, "
+                             f"base_lr = {base_lr}")
         self.spec = spec
+        self.frame_stack = int(frame_stack)
+        self.epochs, self.base_lr = float(epochs), float(base_lr)
         self._columns = None if spec.features == FEATURES else spec.columns
         self.bounds = bounds
         self._lb_lo = math.log2(bounds.min)
         self._lb_span = max(math.log2(bounds.max) - self._lb_lo, EPS)
         self.reset()
 
+    @property
+    def obs_dim(self) -> int:
+        """Columns of one observation row: frame_stack x the spec's features."""
+        return self.frame_stack * self.spec.obs_dim
+
+    @property
+    def low(self) -> np.ndarray:
+        return np.tile(self.spec.low, self.frame_stack)
+
+    @property
+    def high(self) -> np.ndarray:
+        return np.tile(self.spec.high, self.frame_stack)
+
     def reset(self) -> None:
         self.t_ref_ms: float | None = None
         self.thr_ref: float | None = None
         self.rate_ref: float | None = None
         self.prev_acc: np.ndarray | None = None
+        self.noise_ema: tuple[float, float] | None = None  # (fast, slow) EMAs of log2 B_simple
+        self.frames: np.ndarray | None = None  # [N, frame_stack - 1, obs_dim]: the previous rows, newest first
+
+    def state_dict(self) -> dict:
+        """Everything :meth:`reset` clears, as plain data (the arbitrator persists it)."""
+        return {"t_ref_ms": self.t_ref_ms, "thr_ref": self.thr_ref, "rate_ref": self.rate_ref,
+                "prev_acc": None if self.prev_acc is None else self.prev_acc.tolist(),
+                "noise_ema": None if self.noise_ema is None else list(self.noise_ema),
+                "frames": None if self.frames is None else self.frames.tolist()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`; keys it lacks (a state written before they existed) reset."""
+        self.reset()
+        self.t_ref_ms, self.thr_ref, self.rate_ref = state["t_ref_ms"], state["thr_ref"], state["rate_ref"]
+        if state.get("prev_acc") is not None:
+            self.prev_acc = np.asarray(state["prev_acc"], dtype=np.float64)
+        if state.get("noise_ema") is not None:
+            self.noise_ema = tuple(float(x) for x in state["noise_ema"])
+        if state.get("frames") is not None:
+            self.frames = np.asarray(state["frames"], dtype=np.float32)
+
+    def _schedule(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> list[float]:
+        """g_progress, g_lr_phase, g_noise_trend (:data:`SCHEDULE_FEATURES`); advances the noise EMAs."""
+        ns = noise_scale(workers, glob)
+        trend = 0.0
+        if not math.isnan(ns):
+            x = math.log2(max(ns, EPS))
+            fast, slow = (x, x) if self.noise_ema is None else self.noise_ema
+            fast += NOISE_FAST * (x - fast)
+            slow += NOISE_SLOW * (x - slow)
+            self.noise_ema = (fast, slow)
+            trend = (fast - slow) * NOISE_TREND_GAIN
+        elif self.noise_ema is not None:
+            trend = (self.noise_ema[0] - self.noise_ema[1]) * NOISE_TREND_GAIN
+        return [glob.epoch / self.epochs, _log2_ratio(glob.lr, self.base_lr) / LR_OCTAVES, trend]
 
     def acc_change(self, workers: Sequence[WorkerWindow]) -> np.ndarray:
         """dA_i against the previous window (0 in the first); does not advance the state."""
@@ -251,7 +351,25 @@ class StateBuilder:
         obs = np.nan_to_num(np.asarray(rows, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         self.prev_acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
         obs = np.clip(obs, OBS_LOW, OBS_HIGH).astype(np.float32)
-        return obs if self._columns is None else obs[:, self._columns]
+        if self.spec.schedule:
+            extra = np.nan_to_num(np.asarray(self._schedule(workers, glob), dtype=np.float64), nan=0.0,
+                                  posinf=0.0, neginf=0.0)
+            extra = np.clip(extra, _ALL_LOW[OBS_DIM:], _ALL_HIGH[OBS_DIM:]).astype(np.float32)
+            obs = np.concatenate([obs, np.tile(extra, (n, 1))], axis=1)
+        obs = obs if self._columns is None else obs[:, self._columns]
+        return self._stack(obs)
+
+    def _stack(self, obs: np.ndarray) -> np.ndarray:
+        """[o_t | o_t-1 | ... | o_t-k+1] per worker, zeros before the first window (``frame_stack`` = k)."""
+        k = self.frame_stack
+        if k == 1:
+            return obs
+        n, d = obs.shape
+        if self.frames is None or self.frames.shape[0] != n:
+            self.frames = np.zeros((n, k - 1, d), dtype=np.float32)
+        out = np.concatenate([obs[:, None, :], self.frames], axis=1)  # [N, k, d], newest first
+        self.frames = out[:, : k - 1].copy()
+        return out.reshape(n, k * d)
 
 
 def apply_actions(batch_sizes: Sequence[int], actions: Sequence[int], steps: Sequence[int],

@@ -40,8 +40,8 @@ from dynamix import config, io, paths
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.rl.algos import ALGOS, make_algo, quiet_logger
-from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_compatible, load_policy, read_meta,
-                                  save_policy, state_spec)
+from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_compatible, frame_stack, load_policy,
+                                  read_meta, save_policy, state_spec)
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import PART_NAMES
 from dynamix.rl.state import SPECS
@@ -223,10 +223,15 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         log.info("resuming %s at %d/%d timesteps (episode %d)", name, model.num_timesteps, total, episode0)
         reset_timesteps = False
     elif init:
-        spec = state_spec(read_meta(init)[1])
+        init_meta = read_meta(init)[1]
+        spec = state_spec(init_meta)
         if spec.name != cfg.rl.state:
             raise config.ConfigError(f"--init {init} observes state spec {spec.name!r} ({spec.version}); this run has "
                                      f"rl.state = {cfg.rl.state!r}: set rl.state = {spec.name} to fine-tune it")
+        for knob, value in (("frame_stack", frame_stack(init_meta)), ("action", init_meta.get("action", "worker"))):
+            if value != getattr(cfg.rl, knob):
+                raise config.ConfigError(f"--init {init} was trained with rl.{knob} = {value!r}; this run has "
+                                         f"{getattr(cfg.rl, knob)!r}: set rl.{knob} = {value} to fine-tune it")
         model, meta = load_policy(init, env=venv)
         check_compatible(meta, tuple(cfg.batch.actions), Bounds(cfg.batch.min, cfg.batch.max), where=f"--init {init}")
         venv.seed(seed)

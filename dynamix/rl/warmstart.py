@@ -20,6 +20,12 @@ brings b_i closest to its target t_i (ties: the smallest step), then stands stil
 - ``rl.warm_start_workers``: draw the teacher's episodes at several worker counts, an equal share
   each (PPO's VecEnv has one slot per worker, so PPO itself trains at ``rl.workers`` only).
 
+With ``rl.action: global`` (:mod:`dynamix.rl.actions`) the split is the environment's rule, so the
+teacher only sets the scale: it takes the factor that brings the global batch B (decoded from
+``g_batch_log`` and ``g_workers``) closest to m in log2 (``rl.warm_start_batch``, or B itself when 0:
+stand still), the target doubled where the workers' mean ``comm_frac`` exceeds ``grow_above``
+(:func:`teacher_global_actions`).
+
 The last two are options that were not adopted (docs/rl.md has their numbers).
 
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
@@ -55,7 +61,8 @@ from dynamix.rl.state import FEATURE_NAMES
 
 log = logging.getLogger(__name__)
 
-_B, _GAP, _COMM = (FEATURE_NAMES.index(f) for f in ("batch_log", "lb_gap", "comm_frac"))
+_B, _GAP, _COMM, _GB, _GN = (FEATURE_NAMES.index(f) for f in ("batch_log", "lb_gap", "comm_frac", "g_batch_log",
+                                                               "g_workers"))
 
 
 def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, grow_above: float = 1.0,
@@ -79,6 +86,25 @@ def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, gro
     return np.array([o[0] for o in order], dtype=np.int64)
 
 
+def teacher_global_actions(obs: np.ndarray, factors: tuple[float, ...], bounds: Bounds, grow_above: float = 1.0,
+                           global_batch: int = 0) -> np.ndarray:
+    """The teacher of ``rl.action: global``: argmin_f |log2(clamp(f B) / m)|, ties to the smallest |log f|.
+
+    ``obs`` is ``[1, D]``, the workers' mean row (:meth:`dynamix.rl.actions.ActionScheme.view`); N and
+    B are decoded from ``g_workers`` (log2(N) / 5) and ``g_batch_log`` with the state's normalisation;
+    m = ``global_batch`` (0: B), doubled where the mean ``comm_frac`` exceeds ``grow_above``."""
+    row = obs.reshape(-1, obs.shape[-1])[0].astype(np.float64)
+    lo, hi = math.log2(bounds.min), math.log2(bounds.max)
+    n = max(1, round(2.0 ** (5.0 * row[_GN])))
+    big = n * 2.0 ** (lo + row[_GB] * (hi - lo))
+    target = (global_batch or big) * (2.0 if row[_COMM] > grow_above else 1.0)
+    g_lo, g_hi = bounds.global_range(n)
+    f = np.asarray(factors, dtype=np.float64)
+    cand = np.clip(np.round(f * big), g_lo, g_hi)
+    dist = np.round(np.abs(np.log2(cand / target)), 6)
+    return np.array([np.lexsort((np.abs(np.log(f)), dist))[0]], dtype=np.int64)
+
+
 def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: float = 1.0, global_batch: int = 0,
             progress: bool = True) -> dict[str, np.ndarray]:
     """Roll the teacher for whole episodes until at least ``transitions`` per-worker transitions.
@@ -93,7 +119,10 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: floa
     bar = tqdm(total=transitions, unit="step", desc="warm start (LB-BSP)", mininterval=1.0, disable=not progress)
     episodes = n = 0
     while True:
-        act = teacher_actions(obs, env.steps, env.bounds, grow_above, global_batch)
+        if env.scheme.kind == "global":
+            act = teacher_global_actions(obs, env.scheme.choices, env.bounds, grow_above, global_batch)
+        else:
+            act = teacher_actions(obs, env.steps, env.bounds, grow_above, global_batch)
         nxt, rew, dones, infos = venv.step(act)
         obs_l.append(obs)
         act_l.append(act)
@@ -160,7 +189,7 @@ def warm_start(model: PPO, venvs: Sequence[WorkerVecEnv], rl: RLConfig, seed: in
     share = math.ceil(rl.warm_start_timesteps / len(venvs))
     parts = [collect(v, share, rl.gamma, rl.warm_start_grow, rl.warm_start_batch, progress) for v in venvs]
     data = {k: np.concatenate([p[k] for p in parts]) for k in ("obs", "actions", "returns")}
-    stats = imitate(model, data, rl, seed, stay=int(np.argmin(np.abs(venvs[0].env.steps))))
+    stats = imitate(model, data, rl, seed, stay=venvs[0].env.scheme.stay)
     out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch,
            "workers": [v.num_envs for v in venvs], "transitions": int(len(data["actions"])),
            "episodes": int(sum(p["episodes"] for p in parts)), "epochs": rl.warm_start_epochs,

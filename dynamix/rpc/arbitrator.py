@@ -80,6 +80,10 @@ class RunSettings:
     # from the arbitrator's config, not sent to the workers
     lr_scaling: str = "none"
     base_batch: int = 128
+    # the run's epoch budget (train.horizon_epochs) and base lr (optim.lr), which a policy observing its
+    # schedule divides by; from the arbitrator's config, not sent to the workers (0: untold)
+    epochs: float = 0.0
+    base_lr: float = 0.0
 
     @classmethod
     def from_config(cls, cfg: Config) -> "RunSettings":
@@ -91,6 +95,8 @@ class RunSettings:
             idle_run_timeout_s=cfg.arbitrator.idle_run_timeout_s,
             lr_scaling=cfg.optim.lr_scaling,
             base_batch=cfg.optim.base_batch,
+            epochs=cfg.train.horizon_epochs,
+            base_lr=cfg.optim.lr,
         )
 
 
@@ -254,6 +260,8 @@ class Arbitrator:
             seed=reg.seed,
             lr_scaling=s.lr_scaling,
             base_batch=s.base_batch,
+            epochs=s.epochs,
+            base_lr=s.base_lr,
         )
         self.policy.reset(ctx)
         initial = self._checked(self.policy.initial(ctx), reg.world_size)

@@ -106,7 +106,8 @@ class RemoteDecisionSource:
         return PolicyContext(n_workers=len(current), initial_batch_sizes=tuple(current), bounds=Bounds(b.min, b.max),
                              actions=tuple(b.actions), window=b.window, optimizer=self.cfg.optim.name,
                              seed=self.cfg.train.seed, lr_scaling=self.cfg.optim.lr_scaling,
-                             base_batch=self.cfg.optim.base_batch)
+                             base_batch=self.cfg.optim.base_batch, epochs=self.cfg.train.horizon_epochs,
+                             base_lr=self.cfg.optim.lr)
 
     def _client(self, ctx: PolicyContext) -> ArbitratorClient:
         reg = Registration(

@@ -58,6 +58,8 @@ def policy_context(cluster: ClusterClock, cfg: Config, seed: int) -> PolicyConte
         seed=seed,
         lr_scaling=cfg.optim.lr_scaling,
         base_batch=cfg.optim.base_batch,
+        epochs=cfg.train.horizon_epochs,
+        base_lr=cfg.optim.lr,
     )
 
 

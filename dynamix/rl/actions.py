@@ -1,0 +1,104 @@
+"""What one decision of the agent moves (``rl.action``): each worker's batch, or the global batch.
+
+``worker`` (the paper, Sec. III-A): one decision per worker, b_i <- clamp(b_i + step), the steps
+``batch.actions`` = {-100, -25, 0, +25, +100}, clamped to [``batch.min``, ``batch.max``]; the shared
+policy reads each worker's row (:func:`dynamix.rl.state.apply_actions`).
+
+``global``: one decision per cluster and window, B <- clamp(f B, [N b_min, N b_max]) with f one of
+:data:`GLOBAL_FACTORS`, then B split over the workers by measured speed, b_i proportional to
+b_i / compute_i (LB-BSP's split, Chen et al. SoCC'20: the allocation that equalises compute times,
+the ``lb_gap`` feature's b*_i), by :func:`dynamix.policies.allocation.allocate` with zero fixed
+costs (integers within the bounds summing to B). The agent then learns only the scale, a schedule of
+B; balancing is the rule's. Why multiplicative steps: B spans N x [32, 1024], five octaves whatever N
+is, so an additive step (+100) would be a large move at N = 2 and none at N = 32, and a move at
+B = 128 nothing at B = 4096. x2 and x0.5 cross an octave per window (the whole range in five
+windows), x1.25 and x0.8 adjust finely and undo each other exactly (1.25 x 0.8 = 1), x1 stays.
+
+How it fits SB3 (:class:`dynamix.rl.env.WorkerVecEnv`): the cluster is one slot instead of N. Its
+observation is the mean over workers of their rows (:meth:`ActionScheme.view`): the global features
+are the same on every row, so they pass unchanged, and the local ones become cluster means,
+independent of worker order and count; its reward is the mean of the workers' rewards. One
+transition per window, whose action alone moved the batch: no slot is credited for a vote that was
+not applied (the alternative, N voting slots with worker 0's vote applied, would feed PPO N - 1
+transitions per window whose actions changed nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from dynamix.metrics.schema import WorkerWindow
+from dynamix.policies.allocation import allocate
+from dynamix.policies.base import Bounds
+from dynamix.rl.state import EPS, apply_actions
+
+ACTIONS = ("worker", "global")
+"""``rl.action``'s values."""
+GLOBAL_FACTORS = (0.5, 0.8, 1.0, 1.25, 2.0)
+"""``rl.action: global``: the factors one decision multiplies the global batch by (module docstring)."""
+
+
+def split_global(batch_sizes: Sequence[int], factor: float, compute_ms: Sequence[float],
+                 bounds: Bounds) -> tuple[int, ...]:
+    """B' = clamp(round(factor B), N x bounds) split with b_i proportional to b_i / compute_i.
+
+    ``compute_ms``: each worker's compute time per iteration in the window that just ran at
+    ``batch_sizes``; c_i = compute_i / b_i ms per sample is its speed's inverse, and
+    :func:`~dynamix.policies.allocation.allocate` with a_i = 0 gives b_i = B' / (c_i sum_j 1/c_j),
+    clamped to the bounds and rounded to integers that sum to B'."""
+    b = np.asarray(batch_sizes, dtype=np.float64)
+    n = len(b)
+    lo, hi = bounds.global_range(n)
+    target = int(min(max(round(factor * float(b.sum())), lo), hi))
+    per_sample = np.maximum(np.asarray(compute_ms, dtype=np.float64), EPS) / np.maximum(b, 1.0)
+    return allocate(target, [0.0] * n, per_sample.tolist(), bounds.min, bounds.max)
+
+
+@dataclass(frozen=True)
+class ActionScheme:
+    """``rl.action``'s decision: ``kind`` (:data:`ACTIONS`) and its ``choices`` (``worker``: the
+    additive steps ``batch.actions``; ``global``: :data:`GLOBAL_FACTORS`)."""
+
+    kind: str
+    choices: tuple[float, ...]
+    bounds: Bounds
+
+    def __post_init__(self) -> None:
+        if self.kind not in ACTIONS:
+            raise ValueError(f"rl.action = {self.kind!r} is not allowed: must be one of {', '.join(map(repr, ACTIONS))}")
+
+    @classmethod
+    def of(cls, kind: str, worker_steps: Sequence[int], bounds: Bounds) -> "ActionScheme":
+        return cls(kind, tuple(worker_steps) if kind == "worker" else GLOBAL_FACTORS, bounds)
+
+    @property
+    def stay(self) -> int:
+        """The choice that leaves the batch as it is (the smallest step, or the factor nearest 1)."""
+        if self.kind == "worker":
+            return int(np.argmin(np.abs(self.choices)))
+        return int(np.argmin([abs(math.log(f)) for f in self.choices]))
+
+    def slots(self, n_workers: int) -> int:
+        """Decisions per window: one per worker, or one per cluster."""
+        return n_workers if self.kind == "worker" else 1
+
+    def view(self, obs: np.ndarray) -> np.ndarray:
+        """What the network reads: the per-worker rows ``[N, D]`` (``worker``) or their mean ``[1, D]``."""
+        return obs if self.kind == "worker" else obs.mean(axis=0, keepdims=True, dtype=np.float64).astype(np.float32)
+
+    def apply(self, workers: Sequence[WorkerWindow], actions: Sequence[int]) -> tuple[int, ...]:
+        """The next window's batch sizes from the window that just ran and one action per slot."""
+        actions = np.asarray(actions).reshape(-1)
+        sizes = [int(w.batch_size) for w in workers]
+        if self.kind == "worker":
+            return apply_actions(sizes, actions, tuple(int(s) for s in self.choices), self.bounds)
+        if len(actions) != 1:
+            raise ValueError(f"rl.action = 'global' takes one action per window, got {len(actions)}")
+        a = int(actions[0])
+        if not 0 <= a < len(self.choices):
+            raise ValueError(f"action {a} is out of range: must be in [0, {len(self.choices) - 1}]")
+        return split_global(sizes, self.choices[a], [w.compute_ms for w in workers], self.bounds)

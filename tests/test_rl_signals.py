@@ -1,0 +1,267 @@
+"""The agent's schedule signals (rl.state: schedule), memory (rl.frame_stack) and global-batch action
+(rl.action: global): the features' values, the stacked frames, the speed split, a trained round trip on
+the simulator and the surrogate, older artifacts unchanged, and the ablation rows that select them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from stable_baselines3.common.env_checker import check_env
+
+from dynamix import config
+from dynamix.cluster import homogeneous
+from dynamix.config import ConfigError, OptimConfig
+from dynamix.policies.base import Bounds, PolicyContext, make_policy
+from dynamix.rl.actions import GLOBAL_FACTORS, ActionScheme
+from dynamix.rl.artifact import artifact_paths, load_policy
+from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
+from dynamix.rl.state import FEATURE_NAMES, OBS_DIM, SPECS, StateBuilder, apply_actions
+from dynamix.rl.train import train_policy
+from dynamix.rl.warmstart import teacher_global_actions
+from dynamix.sim import progress
+from dynamix.sim.run import simulate
+from dynamix.train.optim import learning_rate
+from helpers.rl import rl_cfg, tiny_cost, worker
+from helpers.rl import glob as window
+from helpers.surrogate import COST, make_model
+
+BOUNDS = Bounds(32, 1024)
+SCHED = SPECS["schedule"]
+COL = {n: i for i, n in enumerate(SCHED.names)}
+
+
+# ---- schedule signals --------------------------------------------------------------------------------
+
+
+def test_progress_and_lr_phase_follow_the_run_and_its_multistep_decay():
+    optim = OptimConfig(lr=0.1, schedule="multistep", milestones=(0.5, 0.75))
+    sb = StateBuilder(BOUNDS, "schedule", epochs=4.0, base_lr=0.1)
+    plain = StateBuilder(BOUNDS, "dynamix")
+    workers = [worker(0, 64), worker(1, 128, compute=30.0)]
+    for epoch, decays in ((0.0, 0), (1.0, 0), (2.5, 1), (3.5, 2), (4.0, 2)):
+        lr = learning_rate(optim, 0, 1, 192, progress=epoch / 4.0)
+        g = window(workers, epoch=epoch, lr=lr)
+        obs = sb.observe(workers, g)
+        assert obs.shape == (2, SCHED.obs_dim) and (obs >= SCHED.low).all() and (obs <= SCHED.high).all()
+        assert obs[:, COL["g_progress"]] == pytest.approx([epoch / 4.0] * 2)
+        assert obs[:, COL["g_lr_phase"]] == pytest.approx([math.log2(0.1 ** decays) / 8.0] * 2, abs=1e-6)
+        # the dynamix features are v4's, bit for bit: schedule only appends
+        np.testing.assert_array_equal(obs[:, :OBS_DIM], plain.observe(workers, g))
+    # beyond the ranges: clipped to the bounds
+    obs = sb.observe(workers, window(workers, epoch=100.0, lr=1e-9))
+    assert obs[0, COL["g_progress"]] == 2.0 and obs[0, COL["g_lr_phase"]] == -1.0
+    with pytest.raises(ValueError, match="epoch budget and base lr"):
+        StateBuilder(BOUNDS, "schedule")
+
+
+def _noisy(b_simple: float, b: int = 64):
+    """Two workers at b whose gradient norms give B_simple = ``b_simple`` exactly (|G|^2 = 1)."""
+    workers = [worker(i, b, grad_sqnorm=1.0 + b_simple / b) for i in range(2)]
+    return workers, window(workers, agg=1.0 + b_simple / (2 * b))
+
+
+def test_noise_trend_reads_the_growth_of_the_noise_scale_not_the_agents_batch():
+    sb = StateBuilder(BOUNDS, "schedule", epochs=1.0, base_lr=0.05)
+    trends = [sb.observe(*_noisy(100.0 * 2 ** (0.25 * t)))[0, COL["g_noise_trend"]] for t in range(80)]
+    assert trends[0] == 0.0 and trends[-1] == pytest.approx(0.25, abs=1e-3)  # 0.25 log2 units per window
+    held = sb.observe(*_noisy(-1.0))[0, COL["g_noise_trend"]]  # no positive estimate: the EMAs stand still
+    assert held == pytest.approx(trends[-1])
+    sb.reset()
+    still = [sb.observe(*_noisy(300.0, b))[0] for b in (32, 64, 128, 256)]  # B grows, B_simple does not
+    assert [o[COL["g_noise_trend"]] for o in still] == pytest.approx([0.0] * 4, abs=1e-6)
+    assert still[0][COL["g_noise_scale"]] > still[-1][COL["g_noise_scale"]]  # ... while B_simple / B falls
+
+
+# ---- memory ------------------------------------------------------------------------------------------
+
+
+def test_frame_stack_holds_the_previous_observations_newest_first_and_zeros_after_reset():
+    k, d = 3, OBS_DIM
+    sb, plain = StateBuilder(BOUNDS, "dynamix", frame_stack=k), StateBuilder(BOUNDS, "dynamix")
+    seen = []
+    for t in range(4):
+        workers = [worker(0, 64, iter_ms=100.0 + 20 * t), worker(1, 128, acc=0.5 + 0.05 * t)]
+        obs, now = sb.observe(workers, window(workers)), plain.observe(workers, window(workers))
+        seen.insert(0, now)
+        assert obs.shape == (2, k * d) and sb.obs_dim == k * d
+        for j in range(k):
+            want = seen[j] if j < len(seen) else np.zeros_like(now)
+            np.testing.assert_array_equal(obs[:, j * d:(j + 1) * d], want)
+    restored = StateBuilder(BOUNDS, "dynamix", frame_stack=k)
+    restored.load_state_dict(json.loads(json.dumps(sb.state_dict())))  # plain data, as the arbitrator keeps it
+    workers = [worker(0, 80), worker(1, 96)]
+    np.testing.assert_array_equal(restored.observe(workers, window(workers)), sb.observe(workers, window(workers)))
+    sb.reset()
+    obs = sb.observe(workers, window(workers))
+    assert not obs[:, d:].any() and obs[:, :d].any()
+
+
+# ---- global action -----------------------------------------------------------------------------------
+
+
+def test_global_action_scales_the_global_batch_and_splits_it_by_speed():
+    scheme = ActionScheme.of("global", (-100, -25, 0, 25, 100), BOUNDS)
+    assert scheme.choices == GLOBAL_FACTORS and scheme.slots(4) == 1 and GLOBAL_FACTORS[scheme.stay] == 1.0
+    workers = [worker(i, 100, compute=c) for i, c in enumerate((10.0, 20.0, 40.0, 80.0))]  # speeds 8:4:2:1
+    speed = np.array([8.0, 4.0, 2.0, 1.0])
+    for a, f in enumerate(GLOBAL_FACTORS):
+        sizes = np.array(scheme.apply(workers, [a]))
+        assert sizes.sum() == round(f * 400) and sizes.min() >= 32 and sizes.max() <= 1024
+        free = sizes > 32  # workers not held at the minimum share the rest in proportion to speed
+        want = (sizes[free].sum()) * speed[free] / speed[free].sum()
+        assert np.abs(sizes[free] - want).max() <= 1.0, (f, sizes)
+    # where no worker is held at a bound, the split at x1 is the lb_gap feature's b*_i
+    unheld = [worker(i, 100, compute=c) for i, c in enumerate((10.0, 20.0, 40.0, 40.0))]  # 200, 100, 50, 50
+    obs = StateBuilder(BOUNDS, "dynamix").observe(unheld, window(unheld))
+    b_star = 100 * np.exp2(obs[:, FEATURE_NAMES.index("lb_gap")])
+    assert scheme.apply(unheld, [scheme.stay]) == (200, 100, 50, 50) and b_star == pytest.approx([200, 100, 50, 50])
+    # the global batch is clamped to N x bounds, every worker to the bounds
+    big = [worker(i, 1024) for i in range(4)]
+    assert scheme.apply(big, [GLOBAL_FACTORS.index(2.0)]) == (1024,) * 4
+    small = [worker(i, 40, compute=5.0 * (i + 1)) for i in range(4)]
+    assert scheme.apply(small, [GLOBAL_FACTORS.index(0.5)]) == (32,) * 4
+    # one decision per cluster, read off the workers' mean row
+    rows = np.arange(8, dtype=np.float32).reshape(4, 2)
+    np.testing.assert_array_equal(scheme.view(rows), [[3.0, 4.0]])
+    with pytest.raises(ValueError, match="one action per window"):
+        scheme.apply(workers, [2, 2, 2, 2])
+    worker_scheme = ActionScheme.of("worker", (-100, -25, 0, 25, 100), BOUNDS)
+    assert worker_scheme.apply(workers, [4, 0, 2, 1]) == apply_actions([100] * 4, [4, 0, 2, 1],
+                                                                      (-100, -25, 0, 25, 100), BOUNDS)
+
+
+def test_global_teacher_moves_the_global_batch_towards_its_target():
+    workers = [worker(i, 64) for i in range(4)]  # B = 256
+    row = ActionScheme.of("global", (0,), BOUNDS).view(StateBuilder(BOUNDS, "dynamix").observe(workers, window(workers)))
+    pick = [GLOBAL_FACTORS[int(teacher_global_actions(row, GLOBAL_FACTORS, BOUNDS, global_batch=m)[0])]
+            for m in (512, 300, 256, 200, 0)]
+    assert pick == [2.0, 1.25, 1.0, 0.8, 1.0]
+
+
+# ---- config --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field, value, allowed", [("action", "foo", "'worker', 'global'"),
+                                                   ("frame_stack", 0, r"\[1, 16\]"),
+                                                   ("state", "memory", "'schedule'")])
+def test_invalid_values_fail_in_one_line_naming_the_field(field, value, allowed):
+    with pytest.raises(ConfigError, match=f"rl.{field} = .*{allowed}") as exc:
+        config.load(overrides={"rl": {field: value}})
+    assert "\n" not in str(exc.value)
+
+
+def test_the_new_settings_at_their_defaults_keep_the_config_hash():
+    cfg = config.load()
+    tree = cfg.to_dict()
+    del tree["rl"]["frame_stack"], tree["rl"]["action"]
+    assert cfg.hash() == hashlib.sha256(json.dumps(tree, sort_keys=True, default=list).encode()).hexdigest()[:12]
+    assert config.load(overrides={"rl": {"frame_stack": 2}}).hash() != cfg.hash()
+    assert config.load(overrides={"rl": {"action": "global"}}).hash() != cfg.hash()
+
+
+# ---- training, artifact, inference -----------------------------------------------------------------------
+
+
+def _simulated_sizes(zip_path: Path, cfg: config.Config, cost) -> list[tuple[int, ...]]:
+    runs = simulate(homogeneous(2), cfg, make_policy(f"dynamix:{zip_path}"), seed=1, progress=False, cost=cost)
+    return [tuple(g["batch_size"]) for _, g in runs.groupby("window", sort=True)]
+
+
+def test_round_trip_schedule_state_frame_stack_and_global_action_on_the_simulator(tmp_path):
+    cost = tiny_cost()
+    cfg = rl_cfg(state="schedule", frame_stack=2, action="global", n_steps=8, timesteps=8, warm_start="lbbsp",
+                 warm_start_timesteps=8, warm_start_epochs=2)
+    zip_path = train_policy(cfg, "signals", out_dir=tmp_path, cost=cost, progress=False)
+    meta = json.loads(artifact_paths(zip_path)[1].read_text())
+    assert meta["state_spec_version"] == "schedule-state-v1" and meta["features"] == list(SCHED.names)
+    assert meta["frame_stack"] == 2 and meta["obs_dim"] == 2 * SCHED.obs_dim
+    assert meta["action"] == "global" and meta["action_choices"] == list(GLOBAL_FACTORS)
+    assert meta["training"]["warm_start"]["transitions"] >= 8 and meta["training"]["timesteps"] == 8
+    model, _ = load_policy(zip_path)
+    assert model.observation_space.shape == (2 * SCHED.obs_dim,) and model.action_space.n == len(GLOBAL_FACTORS)
+    # inference: k = 2 and the global action come from the artifact; deterministic; every window's global
+    # batch is the last one's times a factor (within 2 x [8, 64], rounded)
+    windows = _simulated_sizes(zip_path, cfg, cost)
+    assert windows == _simulated_sizes(zip_path, cfg, cost) and len(windows) >= 3
+    for before, after in zip(windows, windows[1:]):
+        assert all(8 <= b <= 64 for b in after)
+        assert sum(after) in {min(max(round(f * sum(before)), 16), 128) for f in GLOBAL_FACTORS}
+    # fine-tuning it under another frame stack is refused, in one line
+    with pytest.raises(ConfigError, match="rl.frame_stack = 2"):
+        train_policy(dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, frame_stack=1)), "ft",
+                     init=str(zip_path), out_dir=tmp_path, cost=cost, progress=False)
+
+
+def test_round_trip_on_the_surrogate(tmp_path):
+    base = config.load(profile="default", overrides={"rl": {"episode_epochs": 0.5}})
+    path = progress.save(make_model(training_config(base)), tmp_path / "surrogate.json")
+    cfg = config.load(profile="default", overrides={"rl": {
+        "backend": "surrogate", "surrogate": str(path), "episode_epochs": 0.5, "state": "schedule", "frame_stack": 2,
+        "action": "global", "n_steps": 16, "batch_size": 16, "timesteps": 32, "warm_start_timesteps": 16,
+        "warm_start_epochs": 2, "net_arch": [16]}})
+    env = DynamixEnv(training_config(cfg), cost=COST)
+    check_env(env, warn=True, skip_render_check=True)
+    assert WorkerVecEnv(env).num_envs == 1 and env.observation_space.shape == (1, 2 * SCHED.obs_dim)
+    zip_path = train_policy(cfg, "signals-sur", out_dir=tmp_path, cost=COST, progress=False)
+    _, meta = load_policy(zip_path)
+    assert (meta["state_spec_version"], meta["frame_stack"], meta["action"]) == ("schedule-state-v1", 2, "global")
+    spec = dataclasses.replace(homogeneous(4), name="four")
+    runs = simulate(spec, training_config(cfg), make_policy(f"dynamix:{zip_path}"), seed=0, progress=False,
+                    cost=COST)  # the surrogate's workload
+    assert runs["batch_size"].between(32, 1024).all() and runs["window"].nunique() >= 3
+
+
+COMMITTED_V4 = Path(__file__).resolve().parents[1] / "results/profiles/cpu/policies/dynamix.zip"
+
+
+def test_a_state_v4_artifact_loads_and_decides_as_before():
+    """The committed v4 policy: DynamixPolicy gives the observations and steps the v4 code path gave
+    (StateBuilder('dynamix'), argmax, apply_actions), window after window."""
+    model, meta = load_policy(COMMITTED_V4)
+    assert meta["state_spec_version"] == "dynamix-state-v4" and "frame_stack" not in meta
+    policy = make_policy(f"dynamix:{COMMITTED_V4}")
+    ctx = PolicyContext(n_workers=3, initial_batch_sizes=(64,) * 3)
+    policy.reset(ctx)
+    v4 = StateBuilder(BOUNDS, "dynamix")
+    sizes = (64, 64, 64)
+    for t in range(5):
+        workers = [worker(i, b, compute=20.0 * (i + 1) * b / 64, iter_ms=200.0, wait=200.0 - 20.0 * (i + 1) * b / 64 - 10,
+                          acc=0.3 + 0.05 * t) for i, b in enumerate(sizes)]
+        g = window(workers, epoch=0.5 * t)
+        obs = v4.observe(workers, g)
+        actions, _ = model.predict(obs, deterministic=True)
+        want = apply_actions(sizes, actions, tuple(meta["actions"]), BOUNDS)
+        got = policy.decide(workers, g).batch_sizes
+        assert got == want
+        sizes = got
+
+
+# ---- the ablation rows -----------------------------------------------------------------------------------
+
+
+def test_ablation_variants_are_one_change_each_to_the_default_and_selectable():
+    from dynamix.experiments import ablation
+
+    cfg = config.load()
+    variants = ablation.variant_configs(cfg)
+    assert list(variants) == list(ablation.VARIANTS) == list(config.ABLATION_VARIANTS)
+    changed = {"schedule": {"state": "schedule"}, "frame-stack": {"frame_stack": ablation.FRAME_STACK},
+               "global": {"action": "global"}}
+    for name, v in variants.items():
+        diff = {f.name: getattr(v.rl, f.name) for f in dataclasses.fields(v.rl)
+                if getattr(v.rl, f.name) != getattr(cfg.rl, f.name)}
+        assert diff == changed[name] and dataclasses.replace(v, rl=cfg.rl) == cfg
+    chosen = config.load(overrides={"experiments": {"ablation": {"steps": ["dynamix", "schedule", "frame-stack",
+                                                                            "global"], "seeds": 1}}})
+    planned = {t.policy for t in ablation.plan(chosen) if t.kind == "train"}
+    assert planned == {"dynamix", "schedule", "frame-stack", "global"}
+    assert ablation._order(["lbbsp", "global", "dynamix", "schedule"]) == ["dynamix", "schedule", "global", "lbbsp"]
+    with pytest.raises(ConfigError, match="experiments.ablation.steps.*'frame-stack'"):
+        config.load(overrides={"experiments": {"ablation": {"steps": ["memory"]}}})
