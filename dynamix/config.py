@@ -242,6 +242,9 @@ class PolicyTrainingExperiment:
 
     name: str = setting("dynamix")
     timesteps: int = setting(0, rng(0, None))  # the pipeline's PPO budget (0: rl.timesteps)
+    # training seeds (train.seed + k): k = 0 is the pipeline's policy, the others give the reward
+    # curve its band over seeds (paper Fig. 3)
+    seeds: int = setting(3, rng(1, 20))
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,12 @@ def test_policy_stage_fits_its_surrogate_once_and_trains_on_it(tmp_path):
     assert model.provenance["policies"] == ["static:32", "static:128"] and model.provenance["profile"] == "smoke"
     meta = json.loads((policy_dir(out) / "dynamix.json").read_text())
     assert meta["training"]["rl"]["backend"] == "surrogate"
+    # the reward curve's training seeds: the pipeline's policy and two more, each its own seed
+    zips = sorted(policy_dir(out).glob("*.zip"))
+    assert [z.name for z in zips] == ["dynamix-s1.zip", "dynamix-s2.zip", "dynamix.zip"]
+    seeds = {json.loads(z.with_suffix(".json").read_text())["training"]["seed"] for z in zips}
+    assert len(seeds) == 3
+    assert len(json.loads((out / "summary.json").read_text())["return_last_tenth_by_seed"]) == 3
     stamp = fitted[0].stat().st_mtime_ns
     policy_training.run(cfg, out)
     assert fitted[0].stat().st_mtime_ns == stamp
