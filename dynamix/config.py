@@ -317,6 +317,28 @@ class SimToRealExperiment:
     published: str = setting("docs/expected/sim2real")
 
 
+@dataclass(frozen=True)
+class CompressionExperiment:
+    """Batch-size policies with and without lossless gradient compression on communication-bound
+    clusters (:mod:`dynamix.experiments.compression`, docs/compression.md)."""
+
+    # Communication-bound for the workload: compression must have something to save.
+    clusters: tuple[str, ...] = setting(("clusters/sparse-comm-4.yaml",))
+    # Policy specs, each run without and with engine.compression = lhc; ``dynamix`` is the policy_training
+    # stage's agent (trained on rl.model: applied to this workload unchanged, a transfer).
+    policies: tuple[str, ...] = setting(("dynamix", "static:64", "static:256", "lbbsp", "gns"))
+    # The workload: the embedding model ncf on the interaction data, whose gradients are sparse.
+    model: str = setting("ncf")
+    width: float = setting(1.0, rng(0.0625, 8.0))
+    dataset: str = setting("interactions", one_of("cifar10", "interactions"))
+    epochs: float = setting(2.0, rng(0.0, 10000.0))  # every run's budget in epochs (0: experiments.epochs)
+
+    def __post_init__(self) -> None:
+        if (self.model == "ncf") != (self.dataset == "interactions"):
+            raise ConfigError(f"experiments.compression.model = {self.model!r} with dataset = {self.dataset!r} is "
+                              "not allowed: ncf trains on interactions, every other model on cifar10")
+
+
 ABLATION_STEPS = ("paper", "time", "imbalance", "state", "dynamix")
 """The ablation's ladder, one addition per step (:mod:`dynamix.experiments.ablation`)."""
 ABLATION_VARIANTS = ("schedule", "frame-stack", "global")
@@ -383,6 +405,7 @@ class ExperimentsConfig:
     transfer: TransferExperiment = field(default_factory=TransferExperiment)
     ablation: AblationExperiment = field(default_factory=AblationExperiment)
     sim2real: SimToRealExperiment = field(default_factory=SimToRealExperiment)
+    compression: CompressionExperiment = field(default_factory=CompressionExperiment)
 
 
 @dataclass(frozen=True)

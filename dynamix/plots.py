@@ -147,24 +147,30 @@ def _bars_figure(
     panels = [None] if col is None else list(dict.fromkeys(agg[col]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        data = agg if panel is None else agg[agg[col] == panel]
-        xs = list(dict.fromkeys(data[x]))
-        hues = [None] if hue is None else list(dict.fromkeys(data[hue]))
-        width = 0.8 / len(hues)
-        for j, h in enumerate(hues):
-            sub = data if h is None else data[data[hue] == h]
-            sub = sub.set_index(x).reindex(xs)
-            pos = np.arange(len(xs)) + (j - (len(hues) - 1) / 2) * width
-            err = np.vstack([sub[y] - sub[f"{y}_lo"], sub[f"{y}_hi"] - sub[y]]).clip(min=0)
-            bars = ax.bar(pos, sub[y], width, yerr=err, capsize=3, label=None if h is None else str(h))
-            color = bars.patches[0].get_facecolor() if bars.patches else None
-            _mark_unreached(ax, pos, sub, y, budget, color)
-        ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=30, ha="right")
-        ax.set_xlabel(x.replace("_", " "))
-        ax.set_ylabel(ylabel)
+        _bar_panel(ax, agg if panel is None else agg[agg[col] == panel], x, y, ylabel, hue, budget)
         ax.set_title(title if panel is None else f"{title} ({col} = {panel})")
     _legend_outside(fig, axes, title=hue)
     return fig
+
+
+def _bar_panel(ax, data: pd.DataFrame, x: str, y: str, ylabel: str, hue: str | None = None,
+               budget: str | None = None) -> None:
+    """One panel of :func:`_bars_figure`: bars of ``y`` per ``x`` (side by side per ``hue``) with their
+    ``y_lo``/``y_hi`` intervals, unreached times marked at ``budget``."""
+    xs = list(dict.fromkeys(data[x]))
+    hues = [None] if hue is None else list(dict.fromkeys(data[hue]))
+    width = 0.8 / len(hues)
+    for j, h in enumerate(hues):
+        sub = data if h is None else data[data[hue] == h]
+        sub = sub.set_index(x).reindex(xs)
+        pos = np.arange(len(xs)) + (j - (len(hues) - 1) / 2) * width
+        err = np.vstack([sub[y] - sub[f"{y}_lo"], sub[f"{y}_hi"] - sub[y]]).clip(min=0)
+        bars = ax.bar(pos, sub[y], width, yerr=err, capsize=3, label=None if h is None else str(h))
+        color = bars.patches[0].get_facecolor() if bars.patches else None
+        _mark_unreached(ax, pos, sub, y, budget, color)
+    ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=30, ha="right")
+    ax.set_xlabel(x.replace("_", " "))
+    ax.set_ylabel(ylabel)
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,4 +372,41 @@ def ablation(compared: pd.DataFrame, order: list[str], stem: str | Path, bar: fl
         ax.set_title(f"{split} ({rows['cluster'].nunique()} clusters)")
         ax.tick_params(axis="x", rotation=35)
     _legend_outside(fig, axes)
+    return save(fig, stem)
+
+
+def compression(agg: pd.DataFrame, ratios: pd.DataFrame, stem: str | Path, tie_band: tuple[float, float]) -> plt.Figure:
+    """Policies with and without lossless compression, one row of panels per cluster: time to target
+    and the mean global batch each policy runs at (bars: mean over seeds, 95% t interval, side by side
+    per compression), and each policy's time with compression over its time without (geometric mean
+    over seeds, t interval on the logs; shaded: the tie band; runs that missed the target, counted at
+    their budget, are named: their ratio is a bound)."""
+    clusters = list(dict.fromkeys(agg["cluster"]))
+    fig, axes = plt.subplots(len(clusters), 3, figsize=(13, 3.6 * len(clusters)), squeeze=False)
+    for row, name in zip(axes, clusters):
+        data = agg[agg["cluster"] == name]
+        budget = "total_time_s" if "total_time_s" in data else None
+        _bar_panel(row[0], data, "policy", "time_to_target_s", "time to target accuracy (s, virtual)",
+                   hue="compression", budget=budget)
+        row[0].set_title(f"Time to target ({name})")
+        _bar_panel(row[1], data, "policy", "mean_global_batch", "mean global batch (samples)", hue="compression")
+        row[1].set_title(f"Batch size chosen ({name})")
+        r = ratios[ratios["cluster"] == name].reset_index(drop=True)
+        ax = row[2]
+        ax.axvspan(*tie_band, color="0.85", lw=0, label="tie band")
+        ax.axvline(1.0, color="black", lw=0.8)
+        err = np.vstack([r["ratio"] - r["ci_lo"], r["ci_hi"] - r["ratio"]]).clip(min=0)
+        ax.errorbar(r["ratio"], r.index, xerr=err, fmt="o", capsize=3, color="tab:green",
+                    label="lhc / none (geometric mean, 95% t interval)")
+        for i, q in r.iterrows():  # a censored time makes the ratio a bound (docs/protocol.md)
+            missed = [f"{int(q[f'unreached_{c}'])} {c}" for c in ("lhc", "none") if q[f"unreached_{c}"] > 0]
+            if missed:
+                ax.annotate(f"unreached: {', '.join(missed)} (a bound)", (q["ratio"], i), textcoords="offset points",
+                            xytext=(0, 5), ha="center", fontsize="x-small")
+        ax.set_yticks(r.index, r["policy"])
+        ax.invert_yaxis()
+        ax.set_xlim(left=0.0, right=max(1.1 * tie_band[1], 1.05 * float(r["ci_hi"].max())))
+        ax.set_xlabel("time to target with lhc / without (ratio)")
+        ax.set_title(f"What compression saves ({name})")
+    _legend_outside(fig, axes, title="compression")
     return save(fig, stem)

@@ -37,7 +37,7 @@ from dynamix import io
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config, DataConfig, with_overrides
-from dynamix.data import load_cifar10
+from dynamix.data import load_dataset
 from dynamix.evaluation.budget import budget_time_s, check_budget, reference_policy, time_budget_config
 from dynamix.evaluation.cache import cached_run
 from dynamix.evaluation.runs import run_totals
@@ -81,7 +81,7 @@ class SimTask:
 
 @functools.lru_cache(maxsize=2)
 def _dataset(data_cfg: DataConfig):
-    return load_cifar10(data_cfg)
+    return load_dataset(data_cfg)
 
 
 def simulate_task(task: SimTask, cost: CostModel, cache: Path | None = None) -> pd.DataFrame:

@@ -156,10 +156,11 @@ def row_verdict(row: Mapping) -> str:
                    num("tie_lo"), num("tie_hi"))
 
 
-def paired(per_run: pd.DataFrame, value: pd.Series, keys: list[str]) -> pd.DataFrame:
-    """One row per (keys, seed), one column per policy, of ``value`` (aligned with ``per_run``'s rows):
-    a per-seed difference or ratio of two columns is then paired by seed."""
-    return per_run.assign(_v=value.values).pivot_table(index=keys + ["seed"], columns="policy", values="_v",
+def paired(per_run: pd.DataFrame, value: pd.Series, keys: list[str], across: str = "policy") -> pd.DataFrame:
+    """One row per (keys, seed), one column per value of ``across`` (the policy, or e.g. the
+    compression), of ``value`` (aligned with ``per_run``'s rows): a per-seed difference or ratio of
+    two columns is then paired by seed."""
+    return per_run.assign(_v=value.values).pivot_table(index=keys + ["seed"], columns=across, values="_v",
                                                        aggfunc="first")
 
 

@@ -43,15 +43,23 @@ def time_to_target(frame: pd.DataFrame, target: float) -> float:
     return float(t0 + (target - a0) / (a1 - a0) * (t1 - t0))
 
 
+def target_accuracy(rows: pd.DataFrame, fraction: float, fixed: float = 0.0, by: str | list[str] = "policy") -> float:
+    """The target of one cluster's per-run ``rows``: ``fixed`` when > 0, else ``fraction`` x the best
+    mean final accuracy over seeds among the groups of ``by`` (the policies; e.g. policy and
+    compression when both settings share one target)."""
+    return fixed if fixed > 0 else fraction * float(rows.groupby(by)["final_accuracy"].mean().max())
+
+
 def set_targets(summary: pd.DataFrame, runs: pd.DataFrame, fraction: float, fixed: float = 0.0) -> pd.DataFrame:
     """Fill ``target_accuracy`` and ``time_to_target_s`` per cluster of a per-run ``summary``.
 
     ``runs`` holds the runs' rows (``cluster``, ``policy``, ``seed`` identify a run); the target is
-    ``fixed`` when > 0, else ``fraction`` x the best policy's mean final accuracy on that cluster.
+    :func:`target_accuracy`: ``fixed`` when > 0, else ``fraction`` x the best policy's mean final
+    accuracy on that cluster.
     """
     summary = summary.copy()
     for name, rows in summary.groupby("cluster"):
-        target = fixed if fixed > 0 else fraction * float(rows.groupby("policy")["final_accuracy"].mean().max())
+        target = target_accuracy(rows, fraction, fixed)
         summary.loc[rows.index, "target_accuracy"] = target
         for i, r in rows.iterrows():
             run = runs[(runs["cluster"] == name) & (runs["policy"] == r["policy"]) & (runs["seed"] == r["seed"])]
@@ -59,10 +67,11 @@ def set_targets(summary: pd.DataFrame, runs: pd.DataFrame, fraction: float, fixe
     return summary
 
 
-def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: list[str]) -> pd.DataFrame:
+def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: list[str],
+                 fixed: float | None = None) -> pd.DataFrame:
     """``per_run`` with ``target_accuracy`` and ``time_to_target_s`` set by :func:`set_targets`
     separately within each group of ``by`` (e.g. optimiser, cluster size), with ``cfg.rl``'s fraction
-    or fixed target."""
+    or fixed target; ``fixed`` (> 0) gives every group that one target instead."""
     parts = []
     for key, rows in per_run.groupby(by, sort=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -70,7 +79,8 @@ def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: lis
         for col, val in zip(by, key):
             mask &= runs[col] == val
         parts.append(set_targets(rows.assign(time_to_target_s=float("nan"), target_accuracy=float("nan")),
-                                 runs[mask], cfg.rl.target_fraction, cfg.rl.target_accuracy))  # fmt: skip
+                                 runs[mask], cfg.rl.target_fraction,
+                                 cfg.rl.target_accuracy if fixed is None else fixed))  # fmt: skip
     return pd.concat(parts).sort_index()
 
 

@@ -26,6 +26,7 @@ EXPERIMENTS: dict[str, str] = {
     "transfer": "dynamix.experiments.transfer",
     "claims": "dynamix.experiments.claims",
     "ablation": "dynamix.experiments.ablation",
+    "compression": "dynamix.experiments.compression",
 }
 
 

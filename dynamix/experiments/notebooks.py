@@ -84,6 +84,15 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         "(`docs/expected/ablation/`); the `ablation` profile trains and evaluates everything (about two hours).",
         ('pd.read_csv(results / "ablation" / "table.csv")',),
     ),
+    NotebookSpec(
+        "08_compression", "compression", "Batch-size policies with lossless gradient compression",
+        "On a communication-bound cluster, static batch sizes, LB-BSP, GNS and the DYNAMIX agent train the "
+        "sparse workload (ncf on the interaction data) with and without lossless homomorphic compression "
+        "(`engine.compression: lhc`, arXiv 2402.07529): time to target, the global batch each policy "
+        "chooses, and each policy's time with compression over its time without (paired by seed). The "
+        "agent is the policy_training stage's, trained on another workload (a transfer).",
+        ('pd.read_csv(results / "compression" / "compression.csv")',),
+    ),
 )
 
 

@@ -57,6 +57,8 @@ PUBLISHED = {
     "inference/clusters.csv": "clusters.csv",
     "transfer/summary.csv": "transfer_summary.csv",
     "transfer/summary.json": "transfer_summary.json",
+    "compression/summary.csv": "compression_summary.csv",
+    "compression/compression.csv": "compression.csv",
     "stage_times.csv": "stage_times.csv",
 }
 """Results-root file -> its name in ``docs/expected/<profile>/`` (:func:`publish`)."""

@@ -4,9 +4,9 @@
    use, and records per-class counts: a silently unbalanced subset would skew every accuracy.
 2. Reports the simulator's compute model t(b) = a_m + c_m b (:mod:`dynamix.sim.calibrate`) of every
    model the experiments simulate: the experiments' workload, the RL training workload (``rl.model``),
-   and both sides of each transfer pair. It reads the committed reference calibrations
-   (``calibrations/``) and measures nothing, so every rerun of a commit has the same virtual clock; a
-   missing one stops the stage with the ``dynamix calibrate`` command that makes it.
+   both sides of each transfer pair and the compression experiment's workload. It reads the committed
+   reference calibrations (``calibrations/``) and measures nothing, so every rerun of a commit has the
+   same virtual clock; a missing one stops the stage with the ``dynamix calibrate`` command that makes it.
 
 Outputs: ``summary.csv`` (one row per model: a_ms, c_ms_per_sample, R^2 and the measured medians),
 ``summary.json`` (data counts, calibrations), ``manifest.json`` (the full calibration records).
@@ -36,7 +36,8 @@ NAME = "prepare"
 
 def models_used(cfg: Config) -> list[tuple[str, float]]:
     """(name, width) of every model a simulated experiment trains, in first-use order: the
-    experiments' workload, the RL training workload, both sides of every transfer pair."""
+    experiments' workload, the RL training workload, both sides of every transfer pair, the
+    compression experiment's workload."""
     workload = shared.sim_config(cfg).model
     used = [(workload.name, workload.width)]
     if cfg.rl.model:
@@ -44,6 +45,7 @@ def models_used(cfg: Config) -> list[tuple[str, float]]:
     for pair in cfg.experiments.transfer.pairs:
         for side in shared.parse_pair(pair):
             used.append((side.model, side.width))
+    used.append((cfg.experiments.compression.model, cfg.experiments.compression.width))
     return list(dict.fromkeys(used))
 
 
