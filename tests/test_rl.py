@@ -498,6 +498,11 @@ def test_train_policy_records_the_warm_start_in_the_artifact(cost, tmp_path):
     training = json.loads(artifact_paths(out)[1].read_text())["training"]
     assert training["timesteps"] == 8 and training["warm_start"]["teacher"] == "lbbsp"
     assert training["warm_start"]["transitions"] >= 32
+    # agreement with the teacher is recorded after imitation and again after PPO, on the teacher's states
+    ws = training["warm_start"]
+    assert 0.0 <= ws["agreement_after_ppo"] <= 1.0 and "move_agreement_after_ppo" in ws
+    with np.load(out.with_suffix(".run") / "warm_start.npz") as kept:
+        assert len(kept["actions"]) == ws["transitions"]
     plain = train_policy(rl_cfg(), "plain", timesteps=8, out_dir=tmp_path, cost=cost, progress=False)
     assert json.loads(artifact_paths(plain)[1].read_text())["training"]["warm_start"] is None
 

@@ -32,6 +32,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm.auto import tqdm
@@ -45,7 +46,7 @@ from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_comp
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import PART_NAMES
 from dynamix.rl.state import SPECS
-from dynamix.rl.warmstart import warm_start
+from dynamix.rl.warmstart import agreement, warm_start
 from dynamix.policies.base import Bounds
 from dynamix.seeding import derive_seed
 
@@ -174,6 +175,16 @@ def teacher_venvs(ep_cfg: Config, venv: WorkerVecEnv, cost: CostModel | None,
     return out
 
 
+def after_ppo(warm: dict, model, data_path: Path) -> dict:
+    """The warm start's record with the trained policy's agreement with its teacher on the teacher's
+    states (``agreement_after_ppo``, ``move_agreement_after_ppo``), when those states were kept."""
+    if not data_path.exists():
+        return warm
+    with np.load(data_path) as d:
+        after = agreement(model, d["obs"], d["actions"], int(d["stay"]))
+    return {**warm, **{f"{k}_after_ppo": round(v, 4) for k, v in after.items()}}
+
+
 def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str | None = None,
                  fresh: bool = False, out_dir: str | os.PathLike | None = None, cost: CostModel | None = None,
                  progress: bool = True, on_stale: str = "refuse", seed_name: str | None = None) -> Path:
@@ -204,9 +215,9 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         fresh = True
     elif stale:
         raise StaleCheckpoint(f"{stale}: use another --name or pass --fresh to start over")
-    ws_json = run_dir / "warm_start.json"
+    ws_json, ws_data = run_dir / "warm_start.json", run_dir / "warm_start.npz"
     if fresh:
-        for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv", ws_json):
+        for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv", ws_json, ws_data):
             p.unlink(missing_ok=True)
     torch.set_num_threads(cfg.train.threads or 1)
     seed = derive_seed(cfg.train.seed, "rl", seed_name or name) % 2**31  # SB3 seeds numpy's legacy RNG: < 2**32
@@ -242,7 +253,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         model = make_algo(cfg.rl, venv, seed)
         if cfg.rl.warm_start != "none":
             teachers = teacher_venvs(ep_cfg, venv, cost, seed)
-            ws_json.write_text(json.dumps(warm_start(model, teachers, cfg.rl, seed, progress)) + "\n")
+            ws_json.write_text(json.dumps(warm_start(model, teachers, cfg.rl, seed, progress, keep=ws_data)) + "\n")
             env.episode = -1  # PPO's episodes count from 0, as progress.csv and a resume count them
         reset_timesteps = True
 
@@ -269,7 +280,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
         "episode_epochs": cfg.rl.episode_epochs, "workers": env.n_workers, "episodes": env.episode,
         "rl": dataclasses.asdict(cfg.rl),
-        "warm_start": json.loads(ws_json.read_text()) if ws_json.exists() else None,
+        "warm_start": after_ppo(json.loads(ws_json.read_text()), model, ws_data) if ws_json.exists() else None,
     }
     out = save_policy(model, zip_path, cfg, training)
     log.info("saved policy %s (%d timesteps)", out, model.num_timesteps)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,7 @@ import torch
 from stable_baselines3 import PPO
 from tqdm.auto import tqdm
 
+from dynamix import io
 from dynamix.config import RLConfig
 from dynamix.policies.base import Bounds
 from dynamix.rl.env import WorkerVecEnv
@@ -172,23 +174,37 @@ def imitate(model: PPO, data: dict[str, np.ndarray], rl: RLConfig, seed: int, st
     policy.set_training_mode(False)
     with torch.no_grad():
         values, log_prob, _ = policy.evaluate_actions(obs, act)
-        greedy = policy.get_distribution(obs).distribution.probs.argmax(dim=1)
-    moved = act != stay
-    return {"agreement": float((greedy == act).float().mean()),
-            "move_agreement": float((greedy[moved] == act[moved]).float().mean()) if moved.any() else math.nan,
+    return {**agreement(model, data["obs"], data["actions"], stay),
             "teacher_prob": float(log_prob.exp().mean()),
             "value_rmse": float(torch.sqrt(torch.mean((values.flatten() - ret) ** 2)))}
 
 
+def agreement(model: PPO, obs: np.ndarray, actions: np.ndarray, stay: int) -> dict[str, float]:
+    """How often ``model``'s greedy action is the teacher's on the teacher's own states: over all
+    decisions (``agreement``) and over those where the teacher moves (``move_agreement``; action
+    ``stay`` is standing still, which the teacher mostly does, so the first alone says little).
+    Measured after imitation and again after PPO: how far PPO moved the policy from its teacher."""
+    obs_t, act = torch.as_tensor(obs), torch.as_tensor(actions)
+    with torch.no_grad():
+        greedy = model.policy.get_distribution(obs_t).distribution.probs.argmax(dim=1)
+    moved = act != stay
+    return {"agreement": float((greedy == act).float().mean()),
+            "move_agreement": float((greedy[moved] == act[moved]).float().mean()) if moved.any() else math.nan}
+
+
 def warm_start(model: PPO, venvs: Sequence[WorkerVecEnv], rl: RLConfig, seed: int,
-               progress: bool = True) -> dict[str, Any]:
+               progress: bool = True, keep: Path | None = None) -> dict[str, Any]:
     """Collect teacher episodes in each of ``venvs`` (one per worker count, an equal share of
-    ``rl.warm_start_timesteps`` each) and fit ``model`` on all of them; returns what the artifact records."""
+    ``rl.warm_start_timesteps`` each) and fit ``model`` on all of them; returns what the artifact records.
+    ``keep``: where to save the teacher's states and actions (``.npz``), for :func:`agreement` after PPO."""
     if rl.warm_start != "lbbsp":
         raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
     share = math.ceil(rl.warm_start_timesteps / len(venvs))
     parts = [collect(v, share, rl.gamma, rl.warm_start_grow, rl.warm_start_batch, progress) for v in venvs]
     data = {k: np.concatenate([p[k] for p in parts]) for k in ("obs", "actions", "returns")}
+    if keep is not None:
+        with io.atomic_open(keep, "wb") as fh:
+            np.savez_compressed(fh, obs=data["obs"], actions=data["actions"], stay=venvs[0].env.scheme.stay)
     stats = imitate(model, data, rl, seed, stay=venvs[0].env.scheme.stay)
     out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch,
            "workers": [v.num_envs for v in venvs], "transitions": int(len(data["actions"])),
