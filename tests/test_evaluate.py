@@ -262,10 +262,11 @@ def test_sim_key_separates_compressed_runs_and_keeps_the_keys_of_earlier_setting
     from dynamix.evaluation.cache import sim_key
 
     cost = CostModel(1.0, 0.5, 1234)
-    cfg = config.load(profile="cpu")
+    sim = ["rl.backend=sim"]  # the cpu profile trains its agent on the surrogate; its experiments run the model math
+    cfg = config.load(profile="cpu", overrides=sim)
     assert sim_key(cfg, cost) == "5030c7c250be"  # the key from before compression and data sets existed
-    lhc = config.load(profile="cpu", overrides=["engine.compression=lhc"])
-    ncf = config.load(profile="cpu", overrides=["data.dataset=interactions"])
+    lhc = config.load(profile="cpu", overrides=[*sim, "engine.compression=lhc"])
+    ncf = config.load(profile="cpu", overrides=[*sim, "data.dataset=interactions"])
     keys = {sim_key(cfg, cost), sim_key(lhc, cost), sim_key(ncf, cost),
             sim_key(cfg, dataclasses.replace(cost, wire_fraction=0.5))}
     assert len(keys) == 4

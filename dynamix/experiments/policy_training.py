@@ -28,7 +28,7 @@ import pandas as pd
 from dynamix import io, plots
 from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats
-from dynamix.experiments import shared
+from dynamix.experiments import surrogate
 from dynamix.experiments.manifest import write_manifest
 from dynamix.experiments.shared import policy_dir
 
@@ -43,7 +43,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     stage resumes) is not this config's training: start over."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = shared.on_fitted_surrogate(cfg, out.parent)
+    cfg = surrogate.on_fitted(cfg, out.parent)
     e = cfg.experiments.policy_training
     zips = [train_seed(cfg, k, policy_dir(out)) for k in range(e.seeds)]
     progress = pd.concat([pd.read_csv(z.with_suffix(".run") / "progress.csv").assign(seed=k)

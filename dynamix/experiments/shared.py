@@ -16,18 +16,13 @@ Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, write
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from dynamix import paths
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config, ConfigError, deep_merge, with_overrides
 from dynamix.evaluation.runner import budgets
-
-log = logging.getLogger(__name__)
 
 
 def optimizer(cfg: Config, name: str) -> dict:
@@ -135,25 +130,3 @@ def parse_pair(text: str) -> tuple[Workload, Workload]:
     source, target = (parse_workload(side, field) for side in text.split("->"))
     return source, target
 
-
-def on_fitted_surrogate(cfg: Config, root: str | Path) -> Config:
-    """``cfg`` training on the fitted surrogate of the workload its policy trains on when ``rl.backend``
-    is ``surrogate`` and ``rl.surrogate`` names none: fitted (:func:`dynamix.experiments.surrogate.fit`,
-    the static sweep with the model math) into ``root/surrogate/``, or reused when a valid fit of that
-    workload is there; ``cfg`` unchanged otherwise."""
-    if cfg.rl.backend != "surrogate" or cfg.rl.surrogate:
-        return cfg
-    from dynamix.experiments.surrogate import fit, fit_config
-    from dynamix.rl.env import training_config
-    from dynamix.sim import progress
-
-    trained_on = training_config(cfg)
-    fit_cfg = with_overrides(cfg, {"experiments": {"model": trained_on.model.name, "width": trained_on.model.width},
-                                   "optim": dataclasses.asdict(trained_on.optim)})
-    path = progress.default_path(fit_config(fit_cfg), Path(root) / "surrogate")
-    try:
-        progress.load(path, fit_config(fit_cfg))
-    except progress.SurrogateArtifactError:
-        path = fit(fit_cfg, path.parent)
-    log.info("policy training on the surrogate %s", path)
-    return with_overrides(cfg, {"rl": {"surrogate": paths.relative(path)}})

@@ -6,6 +6,9 @@
 windows (:mod:`dynamix.sim.progress_fit`) and writes it as a JSON artifact with its provenance: the
 workload, profile, config hash, the runs used, the fit's residuals and the git sha.
 
+:func:`on_fitted` gives the policy-training stage and transfer the config that trains on the fitted
+surrogate of the policy's workload, fitting it first when needed.
+
 :func:`validate` (``dynamix validate-surrogate``) evaluates the same policies on the same clusters in
 both backends (:func:`dynamix.evaluation.runner.evaluate`, each with its own target and time budget, as
 an evaluation on that backend would report them) and writes ``surrogate_validation.csv`` (columns
@@ -136,3 +139,24 @@ def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDAT
     log.info("surrogate validation: Spearman %.3f, median |relative error| %.1f %% over %d (cluster, policy)",
              stats["spearman"], 100 * stats["median_abs_rel_error"], stats["n"])
     return stats
+
+
+def on_fitted(cfg: Config, root: str | Path) -> Config:
+    """``cfg`` training on the fitted surrogate of the workload its policy trains on when ``rl.backend``
+    is ``surrogate`` and ``rl.surrogate`` names none: fitted (:func:`dynamix.experiments.surrogate.fit`,
+    the static sweep with the model math) into ``root/surrogate/``, or reused when a valid fit of that
+    workload is there; ``cfg`` unchanged otherwise."""
+    if cfg.rl.backend != "surrogate" or cfg.rl.surrogate:
+        return cfg
+    from dynamix.rl.env import training_config
+
+    trained_on = training_config(cfg)
+    fit_cfg = with_overrides(cfg, {"experiments": {"model": trained_on.model.name, "width": trained_on.model.width},
+                                   "optim": dataclasses.asdict(trained_on.optim)})
+    path = progress.default_path(fit_config(fit_cfg), Path(root) / "surrogate")
+    try:
+        progress.load(path, fit_config(fit_cfg))
+    except progress.SurrogateArtifactError:
+        path = fit(fit_cfg, path.parent)
+    log.info("policy training on the surrogate %s", path)
+    return with_overrides(cfg, {"rl": {"surrogate": paths.relative(path)}})

@@ -37,7 +37,7 @@ from dynamix.evaluation import stats
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
-from dynamix.experiments import shared
+from dynamix.experiments import shared, surrogate
 from dynamix.experiments.manifest import read_manifest, write_manifest
 from dynamix.experiments.shared import Workload, parse_pair, policy_dir
 
@@ -63,7 +63,7 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
     main = training_config(cfg)
     if (main.model.name, main.model.width, main.optim.name) == (w.model, w.width, w.optimizer):
         return policy_dir(out) / f"{cfg.experiments.policy_training.name}.zip"
-    wcfg = shared.on_fitted_surrogate(with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
+    wcfg = surrogate.on_fitted(with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
                                                            "optim": shared.optimizer(cfg, w.optimizer)}), out.parent)
     timesteps = cfg.experiments.transfer.timesteps or cfg.experiments.policy_training.timesteps or None
     return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies", on_stale="restart")
