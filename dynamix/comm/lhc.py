@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -146,25 +147,28 @@ class Codec:
 
     seed: int
     stats: Stats = field(default_factory=Stats)
+    # what encode/decode time is read with: wall time on the ranks (what an iteration waits for); the
+    # simulator passes the process's CPU time, which other processes on a loaded host do not inflate
+    clock: Callable[[], float] = time.perf_counter
 
     def index(self, g: torch.Tensor, flags: int = 0) -> torch.Tensor:
         """uint8 [bitmap of g != 0 | flags]: reduced with BOR, so flags travel from any rank."""
-        t = time.perf_counter()
+        t = self.clock()
         out = torch.empty(bitmap.packed_len(g.numel()) + 1, dtype=torch.uint8, device=g.device)
         bitmap.pack(g != 0, out=out[:-1])
         out[-1] = flags
-        self.stats.encode_s += time.perf_counter() - t
+        self.stats.encode_s += self.clock() - t
         return out
 
     def plan(self, merged_index: torch.Tensor, n: int) -> Plan:
-        t = time.perf_counter()
+        t = self.clock()
         plan = make_plan(bitmap.nonzero(merged_index[:-1], n), n, self.seed)
-        self.stats.decode_s += time.perf_counter() - t
+        self.stats.decode_s += self.clock() - t
         return plan
 
     def encode(self, g: torch.Tensor, plan: Plan) -> torch.Tensor:
         """This rank's message: [count sketch | dense buckets]."""
-        t = time.perf_counter()
+        t = self.clock()
         msg = torch.zeros(plan.message_len, dtype=g.dtype, device=g.device)
         vals = (plan.sign.to(g.dtype) * g[plan.items][:, None]).reshape(-1)
         msg[: plan.n_counters].index_add_(0, plan.pos.reshape(-1), vals)
@@ -173,7 +177,7 @@ class Codec:
             msg[at : at + hi - lo] = g[lo:hi]
             at += hi - lo
         s = self.stats
-        s.encode_s += time.perf_counter() - t
+        s.encode_s += self.clock() - t
         s.reductions += 1
         s.bytes_sent += bitmap.packed_len(g.numel()) + 1 + msg.numel() * msg.element_size()
         s.dense_bytes += g.numel() * g.element_size()
@@ -186,20 +190,22 @@ class Codec:
         ``out`` must be zero outside the merged support, as the encoded gradient is (its support is
         part of the merge): decoding in place writes only the merged non-zeros and dense buckets.
         """
-        t = time.perf_counter()
+        t = self.clock()
         values = replay(plan.sched, plan.pos, plan.sign, msg[: plan.n_counters])
         out[plan.items] = values
         at = plan.n_counters
         for lo, hi in plan.dense:
             out[lo:hi] = msg[at : at + hi - lo]
             at += hi - lo
-        self.stats.decode_s += time.perf_counter() - t
+        self.stats.decode_s += self.clock() - t
 
 
-def reduce_in_process(grads: list[torch.Tensor], seed: int) -> tuple[torch.Tensor, Codec]:
+def reduce_in_process(grads: list[torch.Tensor], seed: int,
+                      clock: Callable[[], float] = time.perf_counter) -> tuple[torch.Tensor, Codec]:
     """The LHC reduction of the workers' gradients in one process, as the ranks run it (the simulator
-    and tests): the decoded sum, and rank 0's codec, whose stats are one worker's bytes and time."""
-    first, rest = Codec(seed), Codec(seed)
+    and tests): the decoded sum, and rank 0's codec, whose stats are one worker's bytes and time
+    (read with ``clock``)."""
+    first, rest = Codec(seed, clock=clock), Codec(seed, clock=clock)
     n = grads[0].numel()
     merged = first.index(grads[0])
     for g in grads[1:]:

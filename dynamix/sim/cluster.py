@@ -16,7 +16,9 @@ A window of k = ``batch.window`` iterations ends in the same :class:`WorkerWindo
 
 With ``engine.compression = lhc`` every iteration also runs the LHC reduction of the workers' real
 gradients in process (:func:`dynamix.comm.reduce_in_process`): its bytes set the cost model's
-``wire_fraction`` and one worker's measured encode + decode time its ``codec_ms``, so the clock, the
+``wire_fraction`` and one worker's measured encode + decode CPU time its ``codec_ms`` (CPU, not wall
+time: another process on a loaded host does not slow the virtual clock; still measured, so lhc runs
+are not bit-reproducible), so the clock, the
 policies and the DYNAMIX state see the compressed communication of this very gradient.
 
 Differences from the engine, by design: batch-norm running statistics are updated by every worker
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import numpy as np
 
@@ -209,7 +212,7 @@ class VirtualCluster(ClusterClock):
     def _compressed_cost(self, grads: list) -> tuple[CostModel, float, float]:
         """The cost model of this iteration's LHC reduction (its bytes, one worker's codec time), and
         that worker's encode and decode ms."""
-        _, codec = reduce_in_process(grads, self._lhc_seed)
+        _, codec = reduce_in_process(grads, self._lhc_seed, clock=time.process_time)
         st = codec.stats
         enc, dec = 1e3 * st.encode_s, 1e3 * st.decode_s
         cost = dataclasses.replace(self.cost, wire_fraction=max(st.bytes_sent / max(st.dense_bytes, 1), 1e-9),
