@@ -220,7 +220,10 @@ def test_ctrl_c_stops_a_simulation_with_one_line_and_leaves_its_folder_consisten
     argv = [sys.executable, "-m", "dynamix.cli", *SIM, "--policy", "static:32", "--set", "train.max_iters=100000",
             "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(paths.ROOT)}
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the child starts with Ctrl-C's default disposition, as from a terminal, whatever an earlier test left
+    # in this process (an ignored SIGINT is inherited across exec, and Python then keeps ignoring it)
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (out / "run.json").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
