@@ -260,7 +260,7 @@ def test_inference_adds_the_oracle_bound_at_its_hindsight_batch_on_every_seed(tm
     run_cfg = config.with_overrides(inference.workload(cfg, "sgd"), {"train": {"max_iters": 20, "eval_every": 10}})
     per_run = pd.DataFrame([{"run_id": f"x{s}", "cluster": spec.name, "optimizer": "sgd", "policy": "static:32",
                              "seed": s, "target_accuracy": 0.15, "time_to_target_s": 1.0} for s in (0, 1)])
-    both, grid = inference.with_oracle(cfg, tmp_path, [(spec, run_cfg, "sgd")], [run_cfg], per_run)
+    both, grid = inference.with_oracle(cfg, tmp_path, spec, run_cfg, "sgd", per_run)
     oracle = both[both["policy"] == "oracle"]
     assert sorted(oracle["seed"]) == [0, 1] and (oracle["target_accuracy"] == 0.15).all()
     assert list(grid["batch"]) == [64, 192] and grid["chosen"].sum() == 1  # per-worker x 4 workers

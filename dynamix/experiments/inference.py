@@ -75,31 +75,26 @@ def cluster_table(per_run: pd.DataFrame, specs: list[cluster.ClusterSpec]) -> pd
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
-def with_oracle(cfg: Config, out: Path, groups: list, run_cfgs: list[Config], per_run: pd.DataFrame
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``per_run`` with the oracle bound's runs (policy ``oracle``) and the hindsight grids.
+def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Config, opt: str,
+                per_run: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One group's ``per_run`` (a held-out cluster under one workload) with the oracle bound's runs
+    (policy ``oracle``) and its hindsight grid.
 
-    Per held-out cluster and workload, :func:`~dynamix.evaluation.oracle.oracle_search` over
-    ``oracle_batches`` x workers on ``oracle_seeds`` seeds picks B*, then ``oracle:batch=B*`` runs on
-    every seed. Its times are read against the comparison's target, which the oracle does not move:
-    it bounds the policies' times to their own target."""
+    :func:`~dynamix.evaluation.oracle.oracle_search` over ``oracle_batches`` x workers on
+    ``oracle_seeds`` seeds picks B*, then ``oracle:batch=B*`` runs on every seed. Its times are read
+    against the comparison's target, which the oracle does not move: it bounds the policies' times to
+    their own target."""
     e = cfg.experiments.inference
     seeds = shared.seeds(cfg)
-    tasks, grids, targets = [], [], {}
-    for (spec, _, opt), run_cfg in zip(groups, run_cfgs):
-        rows = per_run[(per_run["cluster"] == spec.name) & (per_run["optimizer"] == opt)]
-        targets[(spec.name, opt)] = target = float(rows["target_accuracy"].iloc[0])
-        found = oracle_search(spec, run_cfg, [m * spec.n_workers for m in e.oracle_batches],
-                              seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=shared.run_cache(out))
-        grids.append(found.grid.assign(optimizer=opt))
-        tasks += [SimTask(spec, run_cfg, f"oracle:batch={found.batch}", s, (("optimizer", opt),), label=ORACLE)
-                  for s in seeds]
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="oracle", cache=shared.run_cache(out))
-    oracle = run_summary(runs, KEYS)
-    oracle["target_accuracy"] = [targets[(c, o)] for c, o in zip(oracle["cluster"], oracle["optimizer"])]
-    oracle["time_to_target_s"] = [time_to_target(runs[runs["run_id"] == rid], t)
-                                  for rid, t in zip(oracle["run_id"], oracle["target_accuracy"])]
-    return pd.concat([per_run, oracle], ignore_index=True), pd.concat(grids, ignore_index=True)
+    target = float(per_run["target_accuracy"].iloc[0])
+    found = oracle_search(spec, run_cfg, [m * spec.n_workers for m in e.oracle_batches],
+                          seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=shared.run_cache(out))
+    tasks = [SimTask(spec, run_cfg, f"oracle:batch={found.batch}", s, (("optimizer", opt),), label=ORACLE)
+             for s in seeds]
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"oracle {spec.name}", cache=shared.run_cache(out))
+    oracle = run_summary(runs, KEYS).assign(target_accuracy=target)
+    oracle["time_to_target_s"] = [time_to_target(runs[runs["run_id"] == rid], target) for rid in oracle["run_id"]]
+    return pd.concat([per_run, oracle], ignore_index=True), found.grid.assign(optimizer=opt)
 
 
 def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, pd.Series], pd.DataFrame]:
@@ -135,16 +130,24 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
             return tuning.lbbsp_spec(tuned[opt], spec.n_workers)
         return shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name)
 
-    tasks = [
-        SimTask(spec, run_cfg, policy_spec(p, spec, opt), seed, (("optimizer", opt),),
-                label=p if p == shared.TUNED_LBBSP else "")
-        for (spec, _, opt), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
-    ]  # fmt: skip
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="inference", cache=shared.run_cache(out))
-    per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
-    grids = pd.DataFrame()
-    if e.oracle_batches:
-        per_run, grids = with_oracle(cfg, out, groups, run_cfgs, per_run)
+    # One held-out cluster and workload after another, its oracle right after its policies (the
+    # oracle needs their target): an interrupted sitting leaves whole clusters in the run cache.
+    parts, all_runs, grids, n_runs = [], [], [], 0
+    for (spec, _, opt), run_cfg in zip(groups, run_cfgs):
+        tasks = [SimTask(spec, run_cfg, policy_spec(p, spec, opt), seed, (("optimizer", opt),),
+                         label=p if p == shared.TUNED_LBBSP else "")
+                 for p in e.policies for seed in shared.seeds(cfg)]  # fmt: skip
+        n_runs += len(tasks)
+        runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"inference {spec.name}",
+                               cache=shared.run_cache(out))  # fmt: skip
+        group = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
+        if e.oracle_batches:
+            group, grid = with_oracle(cfg, out, spec, run_cfg, opt, group)
+            grids.append(grid)
+        parts.append(group)
+        all_runs.append(runs)
+    per_run, runs = pd.concat(parts, ignore_index=True), pd.concat(all_runs, ignore_index=True)
+    grids = pd.concat(grids, ignore_index=True) if grids else pd.DataFrame()
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
     io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
@@ -164,7 +167,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
             "validation_clusters": list(dict.fromkeys(sweep["cluster"])),
             "held_out": {spec.name: tuning.lbbsp_spec(m, spec.n_workers) for spec in specs},
         } for opt, m in tuned.items()},
-        "n_runs": len(tasks),
+        "n_runs": n_runs,
         "by_policy": agg.to_dict(orient="records"),
         "dynamix_vs_baselines": ratios.to_dict(orient="records"),
     }
