@@ -157,6 +157,17 @@ def test_bitmap_round_trip(n):
     assert torch.equal(bitmap.nonzero(bits, n), mask.nonzero().squeeze(1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 1001])
+def test_index_of_a_gradient_is_the_bitmap_of_its_non_zeros(n, dtype):
+    x = torch.randn(n, dtype=dtype, generator=torch.Generator().manual_seed(n))
+    x[torch.rand(n, generator=torch.Generator().manual_seed(n + 1)) < 0.6] = 0.0
+    if n > 3:
+        x[:3] = torch.tensor([-0.0, float("nan"), float("inf")], dtype=dtype)  # -0 is zero, NaN and inf are not
+    out = torch.full((bitmap.packed_len(n),), 255, dtype=torch.uint8)
+    assert torch.equal(bitmap.pack_nonzero(x, out=out), bitmap.pack(x != 0)) and torch.equal(out, bitmap.pack(x != 0))
+
+
 def test_error_feedback_top_k_keeps_k_entries_and_carries_the_rest():
     from dynamix.comm.topk import ErrorFeedbackTopK
 

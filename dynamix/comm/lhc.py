@@ -155,7 +155,7 @@ class Codec:
         """uint8 [bitmap of g != 0 | flags]: reduced with BOR, so flags travel from any rank."""
         t = self.clock()
         out = torch.empty(bitmap.packed_len(g.numel()) + 1, dtype=torch.uint8, device=g.device)
-        bitmap.pack(g != 0, out=out[:-1])
+        bitmap.pack_nonzero(g, out=out[:-1])
         out[-1] = flags
         self.stats.encode_s += self.clock() - t
         return out
