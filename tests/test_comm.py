@@ -185,3 +185,68 @@ def test_error_feedback_top_k_keeps_k_entries_and_carries_the_rest():
     assert float((sent - total).abs().max()) > 0.5  # but this step is lossy
     with pytest.raises(ValueError, match="top-k fraction = 0"):
         ErrorFeedbackTopK(0.0)
+
+
+# ------------------------------------------------------------------------------------ the C loops
+
+
+def _hypergraph(seed: int, m: int, per_item: float):
+    from dynamix.comm.hashing import positions_and_signs
+
+    q = max(int(per_item * m / 3), 1)
+    local = torch.randperm(BUCKET, generator=torch.Generator().manual_seed(seed))[:m]
+    pos, sign = positions_and_signs(local, torch.zeros(m, dtype=torch.long), torch.full((m,), q), seed, BUCKET)
+    return pos, sign, 3 * q
+
+
+@pytest.mark.parametrize("m, per_item", [(0, 1.3), (1, 1.3), (50, 1.3), (5000, 1.3), (20000, 1.25), (3000, 1.1)])
+def test_the_c_peel_and_replay_give_the_tensor_versions_results_bit_for_bit(m, per_item):
+    from dynamix.comm import native, peel
+
+    if native.library() is None:
+        pytest.skip("no C compiler here: the tensor versions run")
+    pos, sign, n_counters = _hypergraph(m, m, per_item)
+    fast, ref = peel.schedule(pos, n_counters), peel.schedule_vectorised(pos, n_counters)
+    for field in ("items", "hash_k", "read", "touch"):
+        assert len(getattr(fast, field)) == len(getattr(ref, field))
+        assert all(torch.equal(a, b) for a, b in zip(getattr(fast, field), getattr(ref, field))), field
+    assert torch.equal(fast.unpeeled, ref.unpeeled)  # 1.1 counters per item leaves a core unpeeled
+    for dtype in (torch.float32, torch.float64):
+        values = torch.randn(m, dtype=dtype, generator=torch.Generator().manual_seed(m))
+        sketch = torch.zeros(n_counters, dtype=dtype).index_add_(0, pos.reshape(-1),
+                                                                 (sign.to(dtype) * values[:, None]).reshape(-1))
+        a, b = sketch.clone(), sketch.clone()
+        va, vb = peel.replay(fast, pos, sign, a), peel.replay_vectorised(ref, pos, sign, b)
+        assert torch.equal(va, vb) and torch.equal(a, b)  # the values and the residual, bit for bit
+
+
+@pytest.mark.parametrize("n, density", [(0, 0.0), (1, 1.0), (9, 0.5), (100_003, 0.01), (100_003, 0.9)])
+def test_the_c_bitmap_positions_are_the_tensor_versions(n, density):
+    from dynamix.comm import native
+
+    if native.library() is None:
+        pytest.skip("no C compiler here: the tensor version runs")
+    bits = bitmap.pack(torch.rand(n, generator=torch.Generator().manual_seed(n)) < density)
+    assert torch.equal(bitmap.nonzero(bits, n), bitmap.nonzero_vectorised(bits, n))
+
+
+def test_without_a_compiler_the_tensor_versions_run_and_say_so_once(tmp_path, monkeypatch, caplog):
+    from dynamix.comm import native
+
+    monkeypatch.setenv("DYNAMIX_NATIVE_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    native.library.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="dynamix.comm.native"):
+            assert native.library() is None and native.library() is None
+        assert len(caplog.records) == 1 and "tensor versions" in caplog.records[0].getMessage()
+        grads = [torch.randn(5000, generator=torch.Generator().manual_seed(r)) * (torch.rand(5000) < 0.05)
+                 for r in range(4)]
+        out, _ = reduce_in_process(grads, seed=3)
+        assert torch.allclose(out, torch.stack(grads).sum(0), atol=1e-5)
+        monkeypatch.setenv("DYNAMIX_NATIVE", "0")
+        monkeypatch.delenv("CC")
+        native.library.cache_clear()
+        assert native.library() is None and not list(tmp_path.glob("*.so"))
+    finally:
+        native.library.cache_clear()

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from dynamix.comm import native
+
 _MAGIC = 0x0102040810204080
 _SHIFTS = torch.arange(8, dtype=torch.uint8)  # element 8i + j is bit j of byte i
 
@@ -53,7 +55,19 @@ def pack_nonzero(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tens
 
 
 def nonzero(bits: torch.Tensor, n: int) -> torch.Tensor:
-    """The set element indices (int64, ascending) of a bitmap of ``n`` elements."""
+    """The set element indices (int64, ascending) of a bitmap of ``n`` elements (C on the CPU,
+    :mod:`dynamix.comm.native`, when it is built)."""
+    lib = native.library() if bits.device.type == "cpu" and bits.is_contiguous() else None
+    if lib is None:
+        return nonzero_vectorised(bits, n)
+    count = lib.dynamix_bitmap_nonzero(native.ptr(bits), bits.numel(), n, None)
+    out = torch.empty(count, dtype=torch.int64)
+    lib.dynamix_bitmap_nonzero(native.ptr(bits), bits.numel(), n, native.ptr(out))
+    return out
+
+
+def nonzero_vectorised(bits: torch.Tensor, n: int) -> torch.Tensor:
+    """:func:`nonzero` in tensor operations, on any device."""
     byte = bits.nonzero().squeeze(1)
     set_ = ((bits[byte][:, None] >> _SHIFTS.to(bits.device)) & 1).bool()
     idx = (byte[:, None] * 8 + torch.arange(8, device=bits.device))[set_]

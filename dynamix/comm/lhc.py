@@ -52,7 +52,7 @@ class Plan:
     """What every rank sends for one merged index: sketch layout, peel schedule, dense buckets."""
 
     n: int  # gradient elements
-    items: torch.Tensor  # int64 [m]: merged non-zeros in sketched buckets (by bucket attempt, then ascending)
+    items: torch.Tensor  # int64 [m]: merged non-zeros in sketched buckets
     pos: torch.Tensor  # int64 [m, 3]: their counters
     sign: torch.Tensor  # int64 [m, 3]
     sched: Schedule
@@ -80,50 +80,12 @@ def _sketch(nz: torch.Tensor, sizes: torch.Tensor, attempt: torch.Tensor, seed: 
     return items, pos, sign, schedule(pos, int(sizes.sum()))
 
 
-def _assemble(trials: list, sizes: torch.Tensor, chosen: torch.Tensor):
-    """The final layout from the attempts' sketches, without hashing or peeling again: each bucket keeps
-    the positions and schedule of the attempt that peeled it, moved to its final counter offset.
-
-    Buckets are independent (disjoint counters), so a bucket's schedule does not depend on which other
-    buckets share the sketch, and round r of every bucket may run together."""
-    final_off = torch.cumsum(sizes, 0) - sizes
-    items, pos, sign = [], [], []
-    rounds: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
-    base = 0
-    for attempt, (test, it, p, sg, sched) in enumerate(trials):
-        b = it // BUCKET
-        keep = (chosen[b] == attempt) & (sizes[b] > 0)
-        new_index = torch.cumsum(keep, 0) - 1 + base
-        shift = (final_off - (torch.cumsum(test, 0) - test))[b]
-        items.append(it[keep])
-        pos.append(p[keep] + shift[keep, None])
-        sign.append(sg[keep])
-        base += int(keep.sum())
-        for r, (ri, rk) in enumerate(zip(sched.items, sched.hash_k)):
-            kept = keep[ri]
-            if len(rounds) <= r:
-                rounds.append([])
-            rounds[r].append((new_index[ri[kept]], rk[kept]))
-    items, pos, sign = torch.cat(items), torch.cat(pos), torch.cat(sign)
-    order_items, ks, reads, touches = [], [], [], []
-    for parts in rounds:
-        ri, rk = torch.cat([q[0] for q in parts]), torch.cat([q[1] for q in parts])
-        if ri.numel():
-            touch = pos[ri]
-            order_items.append(ri)
-            ks.append(rk)
-            reads.append(touch.gather(1, rk[:, None]).squeeze(1))
-            touches.append(touch)
-    unpeeled = torch.zeros(items.numel(), dtype=torch.bool, device=items.device)
-    return items, pos, sign, Schedule(order_items, ks, reads, touches, unpeeled)
-
-
 def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     """The plan for merged non-zeros ``nz`` (ascending int64) of ``n`` elements; deterministic in its inputs.
 
     Buckets peel independently (disjoint counters, and positions within a bucket depend only on its
-    size), so each attempt tests the buckets still pending, and the final layout reuses each bucket's
-    positions and schedule from the attempt that peeled it (:func:`_assemble`).
+    size), so each attempt tests the buckets still pending, and the sizes that peeled keep peeling
+    in the final layout.
     """
     n_buckets, dev = max(math.ceil(n / BUCKET), 1), nz.device
     bucket_len = torch.full((n_buckets,), BUCKET, dtype=torch.int64, device=dev)
@@ -132,7 +94,7 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     sizes = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # final counters per bucket, 0 = not sketched
     chosen = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # the attempt whose size and hashes peeled
     pending = m_b > 0
-    trials = []
+    first = None
     for attempt in range(ATTEMPTS):
         trial = counters(m_b, attempt)
         pending &= trial < bucket_len  # a sketch no smaller than the bucket: send the bucket
@@ -140,16 +102,14 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
             break
         test = torch.where(pending, trial, 0)
         items, pos, sign, sched = _sketch(nz, test, torch.full_like(test, attempt), seed)
-        trials.append((test, items, pos, sign, sched))
         failed = torch.zeros(n_buckets, dtype=torch.bool, device=dev)
         failed[items[sched.unpeeled] // BUCKET] = True
         sizes = torch.where(pending & ~failed, trial, sizes)
         chosen = torch.where(pending & ~failed, attempt, chosen)
         pending &= failed
-    if trials and torch.equal(trials[0][0], sizes):  # the common case: everything peeled at once
-        items, pos, sign, sched = trials[0][1:]
-    elif trials:
-        items, pos, sign, sched = _assemble(trials, sizes, chosen)
+        first = first or (test, (items, pos, sign, sched))
+    if first is not None and torch.equal(first[0], sizes):  # the common case: everything peeled at once
+        items, pos, sign, sched = first[1]
     else:
         items, pos, sign, sched = _sketch(nz, sizes, chosen, seed)
     dense_b = ((m_b > 0) & (sizes == 0)).nonzero().squeeze(1).tolist()

@@ -7,7 +7,7 @@ items peel, from which counter and in which round depends on the index and the h
 schedule is computed once from the index (:func:`schedule`), before any value is sent: a bucket that
 would not peel completely is known in advance and goes dense instead (lossless by construction).
 :func:`replay` then decodes the summed sketch along the schedule. Both loop over peeling rounds
-(tens), never over items.
+(tens), never over items in Python; on the CPU the schedule is one pass of C (``peel.c``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from dynamix.comm import native
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,31 @@ class Schedule:
 
 def schedule(pos: torch.Tensor, n_counters: int) -> Schedule:
     """Peel the hypergraph with item->counter positions ``pos`` [m, 3] structurally.
+
+    On the CPU the C pass of :mod:`dynamix.comm.native` computes it when it can be built; elsewhere,
+    or without a compiler, :func:`schedule_vectorised`. Both give the same rounds (a test)."""
+    lib = native.library() if pos.device.type == "cpu" else None
+    if lib is None:
+        return schedule_vectorised(pos, n_counters)
+    m = pos.shape[0]
+    pos = pos.contiguous()
+    items, ks, reads = (torch.empty(m, dtype=torch.int64) for _ in range(3))
+    lens = torch.empty(m + 1, dtype=torch.int64)
+    i64 = native.i64
+    rounds = lib.dynamix_peel_schedule(i64(pos), m, n_counters, i64(items), i64(ks), i64(reads), i64(lens))
+    if rounds < 0:
+        raise MemoryError(f"peeling {m} items over {n_counters} counters")
+    sizes = lens[:rounds].tolist()
+    done = sum(sizes)
+    items, ks, reads = items[:done], ks[:done], reads[:done]
+    peeled = torch.zeros(m, dtype=torch.bool)
+    peeled[items] = True
+    return Schedule(list(items.split(sizes)), list(ks.split(sizes)), list(reads.split(sizes)),
+                    list(pos[items].split(sizes)), ~peeled)
+
+
+def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
+    """:func:`schedule` in tensor operations, on any device: one loop over rounds.
 
     As in an invertible Bloom lookup table, each counter keeps its count of unpeeled items and the
     sum of their ids, so a pure counter names its item; a round touches only the counters that
@@ -76,8 +103,27 @@ def replay(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch
     """Item values [m] from the summed ``sketch`` (consumed: it ends as the peeling residual).
 
     Within a round no item's pure counter is touched by another item of the round (it holds one
-    item), so reading all of a round's counters before subtracting any is the sequential peel.
+    item), so reading all of a round's counters before subtracting any is the sequential peel, which
+    the C loop runs on the CPU (bit for bit the same, a test); :func:`replay_vectorised` elsewhere.
     """
+    lib = native.library() if sketch.device.type == "cpu" and sketch.dtype in _C_REPLAY else None
+    if lib is None or not sketch.is_contiguous():
+        return replay_vectorised(sched, pos, sign, sketch)
+    values = torch.zeros(pos.shape[0], dtype=sketch.dtype)
+    if not sched.items:
+        return values
+    items, ks = torch.cat(sched.items), torch.cat(sched.hash_k)
+    pos, sign = pos.contiguous(), sign.contiguous()
+    getattr(lib, _C_REPLAY[sketch.dtype])(native.i64(items), native.i64(ks), items.numel(), native.i64(pos),
+                                          native.i64(sign), native.ptr(sketch), native.ptr(values))
+    return values
+
+
+_C_REPLAY = {torch.float32: "dynamix_peel_replay_f32", torch.float64: "dynamix_peel_replay_f64"}
+
+
+def replay_vectorised(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch.Tensor) -> torch.Tensor:
+    """:func:`replay` in tensor operations, on any device: one loop over rounds."""
     values = torch.zeros(pos.shape[0], dtype=sketch.dtype, device=sketch.device)
     for it, k, read, touch in zip(sched.items, sched.hash_k, sched.read, sched.touch):
         s = sign[it].to(sketch.dtype)
