@@ -207,7 +207,7 @@ def test_the_c_peel_and_replay_give_the_tensor_versions_results_bit_for_bit(m, p
         pytest.skip("no C compiler here: the tensor versions run")
     pos, sign, n_counters = _hypergraph(m, m, per_item)
     fast, ref = peel.schedule(pos, n_counters), peel.schedule_vectorised(pos, n_counters)
-    for field in ("items", "hash_k", "read", "touch"):
+    for field in ("items", "hash_k"):
         assert len(getattr(fast, field)) == len(getattr(ref, field))
         assert all(torch.equal(a, b) for a, b in zip(getattr(fast, field), getattr(ref, field))), field
     assert torch.equal(fast.unpeeled, ref.unpeeled)  # 1.1 counters per item leaves a core unpeeled
@@ -250,3 +250,20 @@ def test_without_a_compiler_the_tensor_versions_run_and_say_so_once(tmp_path, mo
         assert native.library() is None and not list(tmp_path.glob("*.so"))
     finally:
         native.library.cache_clear()
+
+
+def test_the_c_hash_positions_are_the_tensor_versions():
+    from dynamix.comm import native
+    from dynamix.comm.hashing import bucket_positions
+
+    if native.library() is None:
+        pytest.skip("no C compiler here: the tensor version runs")
+    gen = torch.Generator().manual_seed(5)
+    n_buckets = 7
+    items = torch.sort(torch.randperm(n_buckets * BUCKET, generator=gen)[:20_000]).values
+    sizes = 3 * torch.randint(1, 30_000, (n_buckets,), generator=gen)
+    offsets, attempts = torch.cumsum(sizes, 0) - sizes, torch.randint(0, 3, (n_buckets,), generator=gen)
+    b = items // BUCKET
+    want = positions_and_signs(items % BUCKET, offsets[b], sizes[b] // 3, 9, BUCKET, attempts[b], 3)
+    got = bucket_positions(items, BUCKET, offsets, sizes, attempts, 9, 3)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

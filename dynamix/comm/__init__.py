@@ -21,4 +21,6 @@ each element's column, which makes every column an independent peeling problem o
 own within its bucket's sketch, one large peeling graph per bucket with a sharp threshold.
 """
 
-from dynamix.comm.lhc import BUCKET, Codec, Plan, Stats, counters, make_plan, reduce_in_process  # noqa: F401
+from dynamix.comm.lhc import (  # noqa: F401
+    BUCKET, Codec, Plan, Stats, counters, index_flags, index_words, make_plan, reduce_in_process,
+)

@@ -1,5 +1,6 @@
-/* The CPU hot loops of the LHC codec (dynamix/comm/): the structural peel, the replay and the bitmap's
- * set positions, each the same result as its tensor version in dynamix/comm/peel.py and bitmap.py.
+/* The CPU hot loops of the LHC codec (dynamix/comm/): the structural peel, the replay, the sketch's
+ * hash positions and the bitmap's set positions, each the same result as its tensor version in
+ * dynamix/comm/peel.py, hashing.py and bitmap.py.
  *
  * The structural peel (`schedule`) in one pass, with the same rounds, same items in the same order, same counters as the vectorised version: round r takes
  * the counters that became pure in round r-1 (round 0: every counter holding one item), reads each
@@ -12,11 +13,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* pos: int64 [m, 3] counter positions; out_items / out_k / out_read: [m] the peeled items in schedule
- * order, the hash of their pure counter and that counter; out_round_len: [m + 1] items per round.
+/* pos: int64 [m, 3] counter positions; out_items / out_k: [m] the peeled items in schedule order and
+ * the hash of their pure counter; out_round_len: [m + 1] items per round.
  * Returns the number of rounds, or -1 when memory runs out. */
 int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters, int64_t *out_items,
-                              int64_t *out_k, int64_t *out_read, int64_t *out_round_len) {
+                              int64_t *out_k, int64_t *out_round_len) {
     int64_t *count = calloc((size_t)n_counters, sizeof(int64_t));
     int64_t *idsum = calloc((size_t)n_counters, sizeof(int64_t));
     uint8_t *seen = calloc((size_t)n_counters, 1);
@@ -45,7 +46,6 @@ int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters,
             if (pc[k] != front[f]) continue;
             out_items[done] = it;
             out_k[done] = k;
-            out_read[done] = pc[k];
             done++;
         }
         for (int64_t d = start; d < done; d++)
@@ -109,4 +109,21 @@ int64_t dynamix_bitmap_nonzero(const uint8_t *bits, int64_t n_bytes, int64_t n, 
         }
     }
     return w;
+}
+
+/* The count sketch's positions and signs of the items (element indices, each in bucket item / size)
+ * from the hash table (dynamix/comm/hashing.py `bucket_positions`): per bucket its first counter,
+ * its number of counters C = 3q and the sketch attempt whose table rows it reads. */
+void dynamix_hash_positions(const int64_t *table, const int64_t *items, int64_t m, int64_t size,
+                            const int64_t *offsets, const int64_t *sizes, const int64_t *attempts,
+                            int64_t *pos, int64_t *sign) {
+    const int64_t mask = (1 << 20) - 1;
+    for (int64_t i = 0; i < m; i++) {
+        int64_t b = items[i] / size, local = items[i] % size, q = sizes[b] / 3;
+        int64_t h = table[local + size * attempts[b]];
+        for (int k = 0; k < 3; k++) {
+            pos[3 * i + k] = offsets[b] + k * q + ((((h >> (20 * k)) & mask) * q) >> 20);
+            sign[3 * i + k] = 1 - 2 * ((h >> (60 + k)) & 1);
+        }
+    }
 }

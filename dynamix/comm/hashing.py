@@ -17,6 +17,8 @@ from functools import lru_cache
 
 import torch
 
+from dynamix.comm import native
+
 HASHES = 3
 FIELD_BITS = 20  # position fields: a bias below q / 2^20 (< 2 % for the largest sketch of a bucket)
 
@@ -41,3 +43,21 @@ def positions_and_signs(local: torch.Tensor, offset: torch.Tensor, third: torch.
     pos = [offset + k * third + (((h >> (FIELD_BITS * k)) & mask) * third >> FIELD_BITS) for k in range(HASHES)]
     sign = [1 - 2 * ((h >> (FIELD_BITS * HASHES + k)) & 1) for k in range(HASHES)]
     return torch.stack(pos, 1), torch.stack(sign, 1)
+
+
+def bucket_positions(items: torch.Tensor, size: int, offsets: torch.Tensor, sizes: torch.Tensor,
+                     attempts: torch.Tensor, seed: int, n_attempts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`positions_and_signs` of element indices ``items``, each in bucket ``item // size``, from
+    per-bucket first counters ``offsets``, counters ``sizes`` (3q) and sketch ``attempts`` (C on the
+    CPU when :mod:`dynamix.comm.native` is built: no per-item temporaries)."""
+    tab = table(seed, size, n_attempts).to(items.device)
+    lib = native.library() if items.device.type == "cpu" else None
+    if lib is None:
+        b = items // size
+        return positions_and_signs(items % size, offsets[b], sizes[b] // 3, seed, size, attempts[b], n_attempts)
+    items, offsets, sizes, attempts = (t.contiguous() for t in (items, offsets, sizes, attempts))
+    pos, sign = (torch.empty(items.numel(), HASHES, dtype=torch.int64) for _ in range(2))
+    i64 = native.i64
+    lib.dynamix_hash_positions(i64(tab), i64(items), items.numel(), size, i64(offsets), i64(sizes), i64(attempts),
+                               i64(pos), i64(sign))
+    return pos, sign

@@ -21,13 +21,11 @@ from dynamix.comm import native
 
 @dataclass(frozen=True)
 class Schedule:
-    """Peeling rounds: ``items[r]`` peel in round r, each read from counter ``read[r]`` (its pure
-    counter, hash ``hash_k[r]``), and touch the counters ``touch[r]`` [p, 3]."""
+    """Peeling rounds: ``items[r]`` peel in round r, each read from its counter ``hash_k[r]`` (its pure
+    counter, ``pos[items[r], hash_k[r]]``)."""
 
     items: list[torch.Tensor]
     hash_k: list[torch.Tensor]
-    read: list[torch.Tensor]
-    touch: list[torch.Tensor]
     unpeeled: torch.Tensor  # bool [m]: items no round peeled (their buckets must go dense)
 
 
@@ -41,19 +39,18 @@ def schedule(pos: torch.Tensor, n_counters: int) -> Schedule:
         return schedule_vectorised(pos, n_counters)
     m = pos.shape[0]
     pos = pos.contiguous()
-    items, ks, reads = (torch.empty(m, dtype=torch.int64) for _ in range(3))
+    items, ks = torch.empty(m, dtype=torch.int64), torch.empty(m, dtype=torch.int64)
     lens = torch.empty(m + 1, dtype=torch.int64)
     i64 = native.i64
-    rounds = lib.dynamix_peel_schedule(i64(pos), m, n_counters, i64(items), i64(ks), i64(reads), i64(lens))
+    rounds = lib.dynamix_peel_schedule(i64(pos), m, n_counters, i64(items), i64(ks), i64(lens))
     if rounds < 0:
         raise MemoryError(f"peeling {m} items over {n_counters} counters")
     sizes = lens[:rounds].tolist()
     done = sum(sizes)
-    items, ks, reads = items[:done], ks[:done], reads[:done]
-    peeled = torch.zeros(m, dtype=torch.bool)
-    peeled[items] = True
-    return Schedule(list(items.split(sizes)), list(ks.split(sizes)), list(reads.split(sizes)),
-                    list(pos[items].split(sizes)), ~peeled)
+    items, ks = items[:done], ks[:done]
+    unpeeled = torch.ones(m, dtype=torch.bool)
+    unpeeled[items] = False
+    return Schedule(list(items.split(sizes)), list(ks.split(sizes)), unpeeled)
 
 
 def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
@@ -72,7 +69,7 @@ def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
         0, flat, torch.arange(m, device=dev).repeat_interleave(3))
     first = torch.full((n_counters,), 1 << 62, dtype=torch.int64, device=dev)
     pure = (count == 1).nonzero().squeeze(1)
-    items, ks, reads, touches = [], [], [], []
+    items, ks = [], []
     while pure.numel():
         cand = idsum[pure]
         pc = pos[cand]
@@ -83,8 +80,6 @@ def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
         it, k, read, pc = cand[keep], k[keep], read[keep], pc[keep]
         items.append(it)
         ks.append(k)
-        reads.append(read)
-        touches.append(pc)
         p = pc.reshape(-1)
         count.index_add_(0, p, torch.full_like(p, -1))
         idsum.index_add_(0, p, -it.repeat_interleave(3))
@@ -96,7 +91,7 @@ def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
     peeled = torch.zeros(m, dtype=torch.bool, device=dev)
     for it in items:
         peeled[it] = True
-    return Schedule(items, ks, reads, touches, ~peeled)
+    return Schedule(items, ks, ~peeled)
 
 
 def replay(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch.Tensor) -> torch.Tensor:
@@ -125,7 +120,9 @@ _C_REPLAY = {torch.float32: "dynamix_peel_replay_f32", torch.float64: "dynamix_p
 def replay_vectorised(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch.Tensor) -> torch.Tensor:
     """:func:`replay` in tensor operations, on any device: one loop over rounds."""
     values = torch.zeros(pos.shape[0], dtype=sketch.dtype, device=sketch.device)
-    for it, k, read, touch in zip(sched.items, sched.hash_k, sched.read, sched.touch):
+    for it, k in zip(sched.items, sched.hash_k):
+        touch = pos[it]
+        read = touch.gather(1, k[:, None]).squeeze(1)
         s = sign[it].to(sketch.dtype)
         v = sketch[read] * s.gather(1, k[:, None]).squeeze(1)
         values[it] = v

@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dynamix.comm import Codec, Stats, bitmap
+from dynamix.comm import Codec, Stats, index_flags, index_words
 from dynamix.config import OptimConfig
 from dynamix.train.optim import build_optimizer, learning_rate
 
@@ -215,10 +215,10 @@ class LHCAggregator:
         """Run until a STOP flag arrives; returns the number of reductions aggregated."""
         steps = 0
         while True:
-            index = torch.zeros(bitmap.packed_len(self.numel) + 1, dtype=torch.uint8)
+            index = torch.zeros(index_words(self.numel), dtype=torch.int64)
             dist.reduce(index, dst=self.rank, op=dist.ReduceOp.BOR, group=self.group)
             dist.broadcast(index, src=self.rank, group=self.group)
-            if int(index[-1]) & FLAG_STOP:
+            if index_flags(index) & FLAG_STOP:
                 return steps
             msg = torch.zeros(self.codec.plan(index, self.numel).message_len)
             dist.reduce(msg, dst=self.rank, op=dist.ReduceOp.SUM, group=self.group)
