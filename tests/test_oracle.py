@@ -173,17 +173,21 @@ def test_per_cluster_gains_headroom_shares_where_oracle_runs_exist():
     assert "headroom_share" not in without.columns  # the published tables keep their columns
 
 
-def test_best_other_is_the_fastest_policy_that_reached_the_target_never_the_oracle():
+def test_best_other_is_the_policy_the_agent_compares_worst_against_never_the_oracle():
     cfg = config.load(profile="smoke")
     times = {"static:32": 100.0, "static:64": 90.0, "lbbsp": 70.0, "gns": 75.0, "dynamix": 63.0, "oracle": 50.0}
     rows = [{"cluster": "c", "optimizer": "sgd", "policy": p, "seed": s, "time_to_target_s": t * (1 + 0.01 * s),
              "total_time_s": 200.0, "final_accuracy": 0.5} for p, t in times.items() for s in range(3)]
-    # static:512 stops at 40 s without reaching the target: its censored time is shortest, and it loses
-    rows += [{"cluster": "c", "optimizer": "sgd", "policy": "static:512", "seed": s, "time_to_target_s": np.nan,
-              "total_time_s": 40.0, "final_accuracy": 0.3} for s in range(3)]
+    cells = per_cluster(pd.DataFrame(rows), cfg).set_index("reference")
+    best = cells.loc["best other"]
+    assert best["best_other"] == "lbbsp" and best["estimate"] == pytest.approx(63.0 / 70.0) and best["verdict"] == "holds"
+    # a policy faster on the seeds where it reaches the target, which misses it on one (its time there
+    # censored at its total), is still the one the agent must beat
+    rows += [{"cluster": "c", "optimizer": "sgd", "policy": "lbbsp:tuned", "seed": s,
+              "time_to_target_s": [55.0, 56.0, float("nan")][s], "total_time_s": 58.0, "final_accuracy": 0.5}
+             for s in range(3)]
     best = per_cluster(pd.DataFrame(rows), cfg).set_index("reference").loc["best other"]
-    assert best["best_other"] == "lbbsp" and best["estimate"] == pytest.approx(63.0 / 70.0)
-    assert best["verdict"] == "holds"
+    assert best["best_other"] == "lbbsp:tuned" and best["estimate"] > 1
 
 
 # ------------------------------------------------------------------------------------------ refusals

@@ -295,21 +295,22 @@ def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     """Per cell (cluster, optimizer) and reference: DYNAMIX's per-seed time-to-target ratio to the median
     static and to every adaptive policy run there, geometric mean and t interval over seeds, and the
     verdict (lower is better; censored times as everywhere, :func:`~dynamix.evaluation.targets.censored_time`).
-    The reference ``best other`` is the fastest policy of the cell but the agent and the oracle (static
-    or adaptive, named in ``best_other``), chosen by :func:`best_of`'s rule on the same runs: the
-    pick favours the reference (a winner's curse), so a ratio below 1 against it is conservative.
+    The reference ``best other`` (named in ``best_other``) is the policy of the cell, static or
+    adaptive but not the oracle, that the agent compares worst against: the :func:`binding` one of
+    "faster than every other", so its verdict is that claim's. It is picked on the same runs it is
+    compared on, which favours it: a ratio below 1 against it is conservative.
 
     With ``oracle`` runs in ``inference``, two columns more: ``headroom_share``, the reference's
     :func:`headroom_share`, and ``agent_headroom_share``, DYNAMIX's, from the mean censored times over
     seeds (NaN in a cell without oracle runs)."""
     t = stats.paired(inference, censored_time(inference), ["cluster", "optimizer"])
-    hit = stats.paired(inference, inference["time_to_target_s"].notna().astype(float), ["cluster", "optimizer"])
     static = static_sweep(t.columns)
     adaptive = [p for p in t.columns if p != "dynamix" and not str(p).startswith("static:")]
     others = static + [p for p in adaptive if p != ORACLE]
     rows = []
     for (cl, opt), g in t.groupby(level=[0, 1], sort=False):
-        best = best_of(g, hit.loc[g.index], others, larger_is_better=False)
+        best = binding([{"other": p, **stats.ratio_interval((g["dynamix"] / g[p]).to_numpy(), cfg.experiments.ci)}
+                        for p in others])["other"]
         refs = {"median static": g[static].median(axis=1), **{p: g[p] for p in adaptive}, "best other": g[best]}
         median_t = float(refs["median static"].mean())
         oracle_t = float(g[ORACLE].mean()) if ORACLE in g else math.nan
