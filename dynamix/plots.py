@@ -199,16 +199,17 @@ def baselines_throughput_vs_batch(agg: pd.DataFrame, stem: str | Path) -> plt.Fi
     return save(fig, stem)
 
 
-def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 5,
+def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 0,
                  teacher: pd.DataFrame | None = None) -> plt.Figure:
     """Policy training: cumulative reward per episode (mean over workers of each worker's return).
 
-    ``progress``: PPO's episodes (:mod:`dynamix.rl.train`'s CSV; a ``seed`` column with several
-    training seeds gives the mean over seeds and a 95% bootstrap band over them). One seed: the raw
-    returns, a rolling mean over ``window`` episodes and, as the band, the rolling interquartile
-    range (the episode-to-episode spread). ``teacher``: the LB-BSP teacher's episodes of the
-    imitation phase (episodes -n..-1, before PPO's 0), shaded apart, and their mean return as a
-    horizontal reference line.
+    ``progress``: PPO's episodes (:mod:`dynamix.rl.train`'s CSV). Episodes run on randomised clusters,
+    so single returns scatter widely: each training seed's returns are smoothed by a rolling mean over
+    ``window`` episodes (0: a fortieth of the episodes, at least 5) before anything is drawn. A
+    ``seed`` column with several training seeds gives the mean of the smoothed curves over seeds and
+    a 95% bootstrap band over them; one seed, its raw returns behind the smoothed curve and the rolling
+    interquartile range as the band. ``teacher``: the LB-BSP teacher's episodes of the imitation phase
+    (episodes -n..-1, before PPO's 0), shaded apart, and their mean return as a horizontal reference.
     """
     fig, ax = plt.subplots(figsize=(6, 3.4))
     if teacher is not None and len(teacher):
@@ -220,16 +221,21 @@ def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 5,
     if len(progress):
         ax.axvspan(-0.5, progress["episode"].max() + 0.5, color="tab:blue", alpha=0.05, lw=0)
     seeds = progress["seed"].nunique() if "seed" in progress else 1
+    per_seed = progress.groupby("seed")["episode"].nunique().min() if "seed" in progress else len(progress)
+    window = window or max(5, int(per_seed) // 40)
     if seeds > 1:
-        sns.lineplot(data=progress, x="episode", y="return", errorbar=("ci", 95), ax=ax, color="tab:blue",
-                     label=f"PPO phase: mean over {seeds} training seeds (band: 95% CI)")
+        smooth = progress.sort_values(["seed", "episode"]).assign(
+            smoothed=lambda d: d.groupby("seed")["return"].transform(lambda r: r.rolling(window, min_periods=1).mean()))
+        sns.lineplot(data=smooth, x="episode", y="smoothed", errorbar=("ci", 95), ax=ax, color="tab:blue",
+                     label=f"PPO phase: rolling mean over {window} episodes, mean over {seeds} training seeds "
+                           f"(band: 95% CI)")
     elif len(progress):
         ep, r = progress["episode"], progress["return"]
         roll = r.rolling(window, min_periods=1)
         ax.plot(ep, r, alpha=0.3, color="tab:blue", label="PPO phase: per episode")
         ax.plot(ep, roll.mean(), color="tab:blue", label=f"rolling mean ({window} episodes)")
         ax.fill_between(ep, roll.quantile(0.25), roll.quantile(0.75), color="tab:blue", alpha=0.2, lw=0,
-                        label=f"rolling interquartile range (one training seed)")
+                        label="rolling interquartile range (one training seed)")
     ax.axvline(-0.5, color="0.3", lw=0.8)
     ax.set_xlabel("episode (negative: imitation phase; 0 on: PPO)")
     ax.set_ylabel("cumulative reward (a.u.)")
