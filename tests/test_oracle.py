@@ -282,3 +282,23 @@ def test_inference_adds_the_oracle_bound_at_its_hindsight_batch_on_every_seed(tm
     assert sorted(oracle["seed"]) == [0, 1] and (oracle["target_accuracy"] == 0.15).all()
     assert list(grid["batch"]) == [64, 192] and grid["chosen"].sum() == 1  # per-worker x 4 workers
     assert len(both) == 4 and (oracle["iterations"] == 20).all()
+
+
+def test_held_out_table_names_each_clusters_best_other_policy_and_the_headroom_shares():
+    from dynamix.experiments.claims import held_out_markdown
+
+    cfg = config.load(profile="smoke")
+    times = {"static:32": 100.0, "static:64": 90.0, "static:128": 110.0, "lbbsp": 70.0, "dynamix": 80.0,
+             "oracle": 50.0}
+    rows = [{"cluster": "c", "optimizer": "sgd", "policy": p, "seed": s, "time_to_target_s": t * (1 + 0.01 * s),
+             "total_time_s": 200.0, "final_accuracy": 0.5} for p, t in times.items() for s in range(3)]
+    per_run = pd.DataFrame(rows)
+    clusters = pd.DataFrame([{"cluster": "c", "kind": "comm", "n_workers": 8, "trade_off_index": 2.5}])
+    lines = held_out_markdown(per_run, per_cluster(per_run, cfg), clusters).splitlines()
+    assert len(lines) == 3 and lines[0].startswith("| cluster | kind |")
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    median = 100.0 * 1.01
+    assert cells[:5] == ["c", "comm", "8", "2.50", f"{50.0 * 1.01:.2f}"]
+    assert cells[5].startswith(f"{80.0 / 70.0:.2f} [") and cells[5].endswith("does not hold") and cells[6] == "lbbsp"
+    share = lambda t: (median - t * 1.01) / (median - 50.0 * 1.01)  # noqa: E731
+    assert cells[7:] == [f"{share(80.0):.2f}", f"{share(70.0):.2f}"]

@@ -9,7 +9,8 @@ is measured, the censoring, the intervals and the verdict rule: ``docs/protocol.
 
 Outputs: ``claims.csv`` (columns :data:`COLUMNS`; every verdict recomputable from its row with
 :func:`dynamix.evaluation.stats.row_verdict`), ``claims.md``, ``per_config.csv``, ``per_cluster.csv``,
-``comparisons.csv``, ``manifest.json``, and the headline numbers in ``<results>/summary.json``.
+``held_out.md`` (:func:`held_out_markdown`), ``comparisons.csv``, ``manifest.json``, and the headline
+numbers in ``<results>/summary.json``.
 """
 
 from __future__ import annotations
@@ -364,7 +365,9 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
                                  transfer_budgets(root / "transfer" / "summary.json"))
     io.write_csv(table, out / "claims.csv")
     io.write_csv(vs_static(inference, cfg), out / "per_config.csv")
-    io.write_csv(per_cluster(inference, cfg), out / "per_cluster.csv")
+    cells = per_cluster(inference, cfg)
+    io.write_csv(cells, out / "per_cluster.csv")
+    io.write_text(out / "held_out.md", held_out_markdown(inference, cells, _optional(root / "inference" / "clusters.csv")))
     io.write_csv(pd.DataFrame(comparisons), out / "comparisons.csv")
     io.write_text(out / "claims.md", to_markdown(table, cfg))
     records = table.to_dict(orient="records")
@@ -395,13 +398,39 @@ def from_published(folder: str | Path, cfg: Config) -> tuple[pd.DataFrame, pd.Da
 
 
 def republish(folder: str | Path, cfg: Config) -> None:
-    """Rewrite a published profile's ``claims.csv``, ``claims.md`` and ``per_cluster.csv`` from its
-    summaries (after a change of the protocol, without rerunning a simulation)."""
+    """Rewrite a published profile's ``claims.csv``, ``claims.md``, ``per_cluster.csv`` and
+    ``held_out.md`` from its summaries (after a change of the protocol, without rerunning a simulation)."""
     folder = Path(folder)
     table, cells = from_published(folder, cfg)
     io.write_csv(table, folder / "claims.csv")
     io.write_text(folder / "claims.md", to_markdown(table, cfg))
     io.write_csv(cells, folder / "per_cluster.csv")
+    inference = pd.read_csv(folder / PUBLISHED_INPUTS["inference"])
+    io.write_text(folder / "held_out.md", held_out_markdown(inference, cells, _optional(folder / "clusters.csv")))
+
+
+def held_out_markdown(inference: pd.DataFrame, cells: pd.DataFrame, clusters: pd.DataFrame | None = None) -> str:
+    """Per held-out cell, what the README leads with (GitHub markdown): the cluster's kind, size and
+    trade-off index (``clusters``, the inference stage's ``clusters.csv``), the oracle's mean time to
+    target, the agent's ratio to its best other policy (:func:`per_cluster`) with interval and
+    verdict, and the agent's and that policy's shares of the headroom ("—" without oracle runs)."""
+    info = clusters.set_index("cluster") if clusters is not None and len(clusters) else pd.DataFrame()
+    t = inference.assign(_t=censored_time(inference))
+    lines = ["| cluster | kind | workers | trade-off index | oracle's time to target (s) | agent / best other "
+             "(95% t interval) | best other | agent's headroom share | best other's share |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for (cl, opt), g in cells.groupby(["cluster", "optimizer"], sort=False):
+        best = g[g["reference"] == "best other"].iloc[0]
+        oracle = t[(t["cluster"] == cl) & (t["optimizer"] == opt) & (t["policy"] == ORACLE)]["_t"]
+        shares = [f"{best[c]:.2f}" if c in best and math.isfinite(best[c]) else "—"
+                  for c in ("agent_headroom_share", "headroom_share")]
+        kind, workers, index = ((str(info.loc[cl, "kind"]), str(int(info.loc[cl, "n_workers"])),
+                                 f"{info.loc[cl, 'trade_off_index']:.2f}") if cl in info.index else ("—",) * 3)
+        name = cl if inference["optimizer"].nunique() == 1 else f"{cl}, {opt}"
+        lines.append(f"| {name} | {kind} | {workers} | {index} | {f'{oracle.mean():.2f}' if len(oracle) else '—'} | "
+                     f"{best['estimate']:.2f} [{best['ci_lo']:.2f}, {best['ci_hi']:.2f}] {best['verdict']} | "
+                     f"{best['best_other']} | {shares[0]} | {shares[1]} |")
+    return "\n".join(lines) + "\n"
 
 
 def to_markdown(table: pd.DataFrame, cfg: Config) -> str:

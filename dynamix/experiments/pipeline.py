@@ -50,6 +50,7 @@ PUBLISHED = {
     "claims/claims.csv": "claims.csv",
     "claims/claims.md": "claims.md",
     "claims/per_cluster.csv": "per_cluster.csv",
+    "claims/held_out.md": "held_out.md",
     "scalability/summary.csv": "scalability_summary.csv",
     "baselines/summary.csv": "baselines_summary.csv",
     "inference/summary.csv": "inference_summary.csv",
