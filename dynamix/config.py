@@ -493,7 +493,7 @@ class RLConfig:
     model: str = setting("mlp")
     width: float = setting(0.25, rng(0.0, 8.0))
     # one episode = the virtual time the initial batches need for this many epochs (return_shape: time),
-    # or this many epochs (return_shape: paper)
+    # or this many epochs (return_shape: paper, target)
     episode_epochs: float = setting(1.5, rng(0.01, 1000.0))
     workers: int = setting(4, rng(1, 256))  # workers per training cluster (fixed: one VecEnv slot each)
     speed: tuple[float, ...] = setting((0.25, 2.0), rng(1e-3, 1e4))  # worker speed range, log-uniform
@@ -518,8 +518,11 @@ class RLConfig:
     # duration, so the return is the time integral of the reward (area under accuracy-vs-time).
     # "paper": the episode ends after episode_epochs and windows are summed unweighted; with that,
     # smaller batches mean more windows and so more accuracy terms: the return itself favours them.
+    # "target" (opt-in): the episode trains episode_epochs epochs, as the evaluation at equal epochs does,
+    # and ends early at the target test accuracy; every window costs its duration, all workers alike,
+    # so the return is minus the time to target; a run that misses it pays its time twice.
     # "": the recipe's (dynamix: time; paper: paper).
-    return_shape: str = setting("", one_of("", "time", "paper"))
+    return_shape: str = setting("", one_of("", "time", "paper", "target"))
     # Where episodes train: "sim" = the calibrated virtual-time simulator (dynamix.sim); "engine" = real
     # torchrun workers on this machine, the cluster's heterogeneity emulated, decisions through the gRPC
     # arbitrator (dynamix.rl.engine_backend); "surrogate" = the simulator's clock with a fitted model of

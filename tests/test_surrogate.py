@@ -230,3 +230,39 @@ def test_published_validation_meets_its_goals():
     assert stats["median_abs_rel_error"] <= GOALS["median_abs_rel_error_max"]
     model = progress.load(folder / "surrogate-mlp-w0.25-sgd.json")  # the fitted model behind the table
     assert model.checksum() == published["surrogate_sha256"]
+
+
+def _target_episode(cfg: config.Config, target: float) -> tuple[DynamixEnv, dict, list[float], dict]:
+    """One episode of the target return on a fixed cluster, every worker keeping its batch."""
+    tcfg = config.with_overrides(cfg, {"rl": {"return_shape": "target", "target_accuracy": target, "episode_epochs": 4.0}})
+    env = DynamixEnv(training_config(tcfg), specs=[spec()], cost=COST)
+    _, first = env.reset(seed=3)
+    keep = np.full(env.n_workers, list(cfg.batch.actions).index(0))
+    rewards, done, info = [], False, first
+    while not done:
+        _, r, done, _, info = env.step(keep)
+        rewards.append(r)
+    return env, first, rewards, info
+
+
+def test_target_return_is_minus_the_time_to_target_and_a_miss_pays_its_time_twice(cfg):
+    with pytest.raises(ValueError, match="target 0.0100 is reached in the first window"):
+        _target_episode(cfg, 0.01)
+    _, first, _, last = _target_episode(cfg, 0.999)
+    env, first, rewards, last = _target_episode(cfg, (first["test_acc"] + last["test_acc"]) / 2)
+    ref = first["window_s"]
+    assert env.reached and not env.cluster.done  # ended at the target, before the epoch budget
+    assert sum(rewards) == pytest.approx(-(last["elapsed_s"] - ref) / ref)
+    env, first, rewards, last = _target_episode(cfg, 0.999)
+    ref = first["window_s"]
+    assert not env.reached and env.cluster.done  # the whole epoch budget, below the target
+    assert sum(rewards) == pytest.approx(-(last["elapsed_s"] - ref) / ref - last["elapsed_s"] / ref)
+
+
+def test_target_return_reads_its_target_off_the_static_sweep(cfg):
+    tcfg = training_config(config.with_overrides(cfg, {"rl": {"return_shape": "target"}}))
+    env = DynamixEnv(tcfg, cost=COST)
+    finals = [simulate(clusters.homogeneous(env.n_workers), tcfg, make_policy(f"static:{b}"), tcfg.train.seed,
+                       progress=False, cost=COST)["test_acc"].dropna().iloc[-1]
+              for b in tcfg.experiments.baselines.batch_sizes]
+    assert env.target == pytest.approx(tcfg.rl.target_fraction * max(finals)) and 0 < env.target < 1

@@ -30,6 +30,11 @@ When the episode ends depends on ``rl.return_shape`` (:mod:`dynamix.rl.reward`).
 static-``b0`` run's time on this very cluster, so the budget fits each randomised cluster. Every
 window's reward is then weighted by ``dt / dt_ref``. The epoch budget stays as a safety cap at
 ``episode_epochs * batch.max / batch.initial`` epochs (more samples fit in the time with larger batches).
+``target``: after ``rl.episode_epochs`` epochs or at the first window whose test accuracy reaches the
+target (tested every window), ``rl.target_accuracy`` or else ``rl.target_fraction`` x the best final
+test accuracy of the static sweep (``experiments.baselines.batch_sizes``) on a homogeneous cluster of
+the episode's workers in the same backend (:func:`reference_target`, once per environment: the
+learning curve does not depend on the cluster's speeds, only its clock does).
 """
 
 from __future__ import annotations
@@ -42,17 +47,19 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-from dynamix.cluster import ClusterSpec
+from dynamix.cluster import ClusterSpec, homogeneous
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config, with_overrides
 from dynamix.data import Cifar10, load_cifar10
+from dynamix.policies import make_policy
 from dynamix.policies.base import Bounds
 from dynamix.rl.domain import horizon_iters, sample_cluster
-from dynamix.rl.reward import PART_NAMES, time_weighted, worker_rewards
+from dynamix.rl.reward import PART_NAMES, target_parts, time_weighted, worker_rewards
 from dynamix.rl.actions import ActionScheme
 from dynamix.rl.state import SPECS, StateBuilder
 from dynamix.sim import progress
 from dynamix.sim.cluster import VirtualCluster, calibrated_cost
+from dynamix.sim.run import simulate
 from dynamix.sim.surrogate import SurrogateCluster
 from dynamix.train.loop import epoch_cap
 
@@ -69,9 +76,27 @@ def training_config(cfg: Config) -> Config:
     epochs = rl.episode_epochs
     if rl.return_shape == "time":  # the time budget ends the episode; epochs only cap it (module docstring)
         epochs = epoch_cap(cfg, epochs)
+    every = cfg.batch.window if rl.return_shape == "target" else NO_EVAL  # target: a test every window
     return with_overrides(cfg, {"model": {"name": rl.model or cfg.model.name, "width": rl.width or cfg.model.width},
-                                "train": {"epochs": epochs, "max_iters": 0, "eval_every": NO_EVAL,
+                                "train": {"epochs": epochs, "max_iters": 0, "eval_every": every,
                                           "schedule_epochs": rl.episode_epochs}})
+
+
+def reference_target(cfg: Config, n_workers: int, data: Cifar10 | None = None, cost: CostModel | None = None) -> float:
+    """``rl.return_shape: target``'s accuracy (module docstring): ``rl.target_accuracy`` when set, else
+    ``rl.target_fraction`` x the best final test accuracy of the static sweep under ``cfg`` (an
+    episode's config) on ``n_workers`` homogeneous workers, seed ``train.seed``."""
+    if cfg.rl.target_accuracy > 0:
+        return cfg.rl.target_accuracy
+    spec = homogeneous(n_workers)
+    finals = {}
+    for b in cfg.experiments.baselines.batch_sizes:
+        rows = simulate(spec, cfg, make_policy(f"static:{b}"), cfg.train.seed, progress=False, data=data, cost=cost)
+        finals[b] = float(rows["test_acc"].dropna().iloc[-1])
+    target = cfg.rl.target_fraction * max(finals.values())
+    log.info("target return: target accuracy %.4f = %.2f x the best static's (final accuracy by batch %s)",
+             target, cfg.rl.target_fraction, {b: round(a, 4) for b, a in finals.items()})
+    return target
 
 
 def state_builder(cfg: Config, bounds: Bounds) -> StateBuilder:
@@ -118,6 +143,9 @@ class DynamixEnv(gym.Env):
         self.n_train = self.surrogate.n_train if self.surrogate is not None else len(self.data.train_y)
         self._horizon_iters = horizon_iters(cfg.rl.episode_epochs, self.n_train, self.n_workers, cfg.batch.initial)
         self.time_shaped = cfg.rl.return_shape == "time"
+        self.target = (reference_target(cfg, self.n_workers, self.data, self.cost)
+                       if cfg.rl.return_shape == "target" else math.nan)
+        self.reached = False
         self.ref_window_s = self.budget_s = math.inf
         self._elapsed_s = 0.0
         self.episode = -1
@@ -140,10 +168,15 @@ class DynamixEnv(gym.Env):
         self.state.reset()
         self.batch_sizes = tuple(self.bounds.clamp(self.cfg.batch.initial) for _ in range(self.n_workers))
         self._elapsed_s, self.ref_window_s, self.budget_s = 0.0, math.inf, math.inf
+        self.reached = False
         obs, _, info = self._window()
         if self.time_shaped:
             iters_per_epoch = self.n_train / (self.n_workers * self.batch_sizes[0])
             self.budget_s = self.cfg.rl.episode_epochs * iters_per_epoch * self.ref_window_s / self.cluster.iteration
+        if self.reached:
+            raise ValueError(f"rl.target_accuracy: the target {self.target:.4f} is reached in the first window "
+                             f"(test accuracy {info['test_acc']:.4f}): set it higher, or leave it 0 for "
+                             f"rl.target_fraction x the best static's")
         if self.done:
             raise ValueError(
                 f"rl.episode_epochs = {self.cfg.rl.episode_epochs} is too short: the first window "
@@ -171,8 +204,9 @@ class DynamixEnv(gym.Env):
 
     @property
     def done(self) -> bool:
-        """The episode's budget is spent: virtual time (``return_shape: time``) or epochs."""
-        return bool(self.cluster.done or self.cluster.elapsed_s >= self.budget_s)
+        """The episode's budget is spent: virtual time (``return_shape: time``) or epochs, or the target
+        is reached (``target``)."""
+        return bool(self.cluster.done or self.cluster.elapsed_s >= self.budget_s or self.reached)
 
     def _window(self) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """Run one window at ``self.batch_sizes``: (observation, per-worker rewards, info)."""
@@ -187,10 +221,14 @@ class DynamixEnv(gym.Env):
         # the part of the window inside the budget: the return integrates over exactly [0, budget_s]
         window_s = min(glob.elapsed_s, self.budget_s) - self._elapsed_s
         self._elapsed_s = glob.elapsed_s
+        if math.isinf(self.ref_window_s):
+            self.ref_window_s = window_s  # the first window: k iterations at the initial batch
         if self.time_shaped:
-            if math.isinf(self.ref_window_s):
-                self.ref_window_s = window_s  # the first window: k iterations at the initial batch
             parts = time_weighted(parts, window_s, self.ref_window_s)
+        elif not math.isnan(self.target):
+            self.reached = bool(glob.test_acc >= self.target)
+            missed = bool(self.cluster.done and not self.reached)
+            parts = target_parts(len(workers), window_s, self.ref_window_s, glob.elapsed_s, missed)
         rewards = parts.total
         info = {
             "worker_rewards": rewards,
@@ -199,6 +237,7 @@ class DynamixEnv(gym.Env):
             "elapsed_s": glob.elapsed_s,
             "window_s": window_s,
             "train_acc": glob.train_acc,
+            "test_acc": glob.test_acc,
             "iter_time_ms": workers[0].iter_time_ms,
             "busy_ms": tuple(w.iter_time_ms - w.wait_ms for w in workers),
         }

@@ -27,7 +27,12 @@ How windows sum into a return (``rl.return_shape``; the paper does not say): ``p
 virtual time (:mod:`dynamix.rl.env`) and weights each window by its duration, ``r_w <- (dt_w /
 dt_ref) * r_w`` (:func:`time_weighted`), so the return is the time integral of the reward and its
 ``A_mean`` part the area under accuracy-vs-time, independent of how many windows the time is cut
-into. Why these defaults and what the alternatives did: docs/rl.md. Coefficients: ``params.yaml``
+into. ``target`` (opt-in; not in the paper) replaces the reward by what the evaluation at equal epochs
+measures: the episode trains ``rl.episode_epochs`` epochs and ends when the test accuracy reaches the
+target; every window costs ``dt_w / dt_ref`` for every worker (:func:`target_parts`), so the return
+is minus the time to target in first-window units, and an episode that ends without it pays its whole
+time once more (a run that finishes its epochs below the target is not faster, it never arrives).
+Why these defaults and what the alternatives did: docs/rl.md. Coefficients: ``params.yaml``
 ``reward:`` (:class:`dynamix.config.RewardConfig`).
 """
 
@@ -67,6 +72,17 @@ def time_weighted(parts: RewardParts, window_s: float, ref_window_s: float) -> R
         raise ValueError(f"window_s = {window_s}, ref_window_s = {ref_window_s}: need window_s >= 0 and ref_window_s > 0")
     w = window_s / ref_window_s
     return RewardParts(*(w * getattr(parts, p) for p in PART_NAMES))
+
+
+def target_parts(n_workers: int, window_s: float, ref_window_s: float, elapsed_s: float, missed: bool) -> RewardParts:
+    """``rl.return_shape: target`` (module docstring): the window's cost ``window_s / ref_window_s`` for
+    every worker as the time part, plus ``elapsed_s / ref_window_s`` when the episode ended without the
+    target (``missed``); the other parts are zero."""
+    if not (window_s >= 0 and ref_window_s > 0):
+        raise ValueError(f"window_s = {window_s}, ref_window_s = {ref_window_s}: need window_s >= 0 and ref_window_s > 0")
+    cost = (window_s + (elapsed_s if missed else 0.0)) / ref_window_s
+    zero = np.zeros(n_workers)
+    return RewardParts(acc=zero, gain=zero, time=np.full(n_workers, cost), size=zero, noise=zero)
 
 
 TIME_SIGNALS = ("iteration", "busy", "marginal", "imbalance")
