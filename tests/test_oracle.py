@@ -156,12 +156,20 @@ def test_headroom_share():
     assert np.isnan(headroom_share(100.0, float("nan"), 60.0))
 
 
+CELL = {"static:32": 100.0, "static:64": 90.0, "static:128": 110.0, "lbbsp": 70.0, "dynamix": 80.0, "oracle": 50.0}
+"""Mean times to target of one cell's policies (tests of per_cluster and held_out_markdown)."""
+
+
+def _cell_runs(times: dict[str, float]) -> list[dict]:
+    """Per-run rows of one cell (cluster c, sgd): each policy reaches the target at its time x (1 + 0.01 seed)."""
+    return [{"cluster": "c", "optimizer": "sgd", "policy": p, "seed": s, "time_to_target_s": t * (1 + 0.01 * s),
+             "total_time_s": 200.0, "final_accuracy": 0.5} for p, t in times.items() for s in range(3)]
+
+
 def test_per_cluster_gains_headroom_shares_where_oracle_runs_exist():
     cfg = config.load(profile="smoke")
-    times = {"static:32": 100.0, "static:64": 90.0, "static:128": 110.0, "lbbsp": 70.0, "dynamix": 80.0,
-             "oracle": 50.0}
-    rows = [{"cluster": "c", "optimizer": "sgd", "policy": p, "seed": s, "time_to_target_s": t * (1 + 0.01 * s),
-             "total_time_s": 200.0, "final_accuracy": 0.5} for p, t in times.items() for s in range(3)]
+    times = dict(CELL)
+    rows = _cell_runs(times)
     cells = per_cluster(pd.DataFrame(rows), cfg).set_index("reference")
     median = 100.0 * (1 + 0.01)  # mean over seeds of the per-seed median static
     share = lambda t: (median - t * 1.01) / (median - 50.0 * 1.01)  # noqa: E731
@@ -176,8 +184,7 @@ def test_per_cluster_gains_headroom_shares_where_oracle_runs_exist():
 def test_best_other_is_the_policy_the_agent_compares_worst_against_never_the_oracle():
     cfg = config.load(profile="smoke")
     times = {"static:32": 100.0, "static:64": 90.0, "lbbsp": 70.0, "gns": 75.0, "dynamix": 63.0, "oracle": 50.0}
-    rows = [{"cluster": "c", "optimizer": "sgd", "policy": p, "seed": s, "time_to_target_s": t * (1 + 0.01 * s),
-             "total_time_s": 200.0, "final_accuracy": 0.5} for p, t in times.items() for s in range(3)]
+    rows = _cell_runs(times)
     cells = per_cluster(pd.DataFrame(rows), cfg).set_index("reference")
     best = cells.loc["best other"]
     assert best["best_other"] == "lbbsp" and best["estimate"] == pytest.approx(63.0 / 70.0) and best["verdict"] == "holds"
@@ -288,10 +295,8 @@ def test_held_out_table_names_each_clusters_best_other_policy_and_the_headroom_s
     from dynamix.experiments.claims import held_out_markdown
 
     cfg = config.load(profile="smoke")
-    times = {"static:32": 100.0, "static:64": 90.0, "static:128": 110.0, "lbbsp": 70.0, "dynamix": 80.0,
-             "oracle": 50.0}
-    rows = [{"cluster": "c", "optimizer": "sgd", "policy": p, "seed": s, "time_to_target_s": t * (1 + 0.01 * s),
-             "total_time_s": 200.0, "final_accuracy": 0.5} for p, t in times.items() for s in range(3)]
+    times = dict(CELL)
+    rows = _cell_runs(times)
     per_run = pd.DataFrame(rows)
     clusters = pd.DataFrame([{"cluster": "c", "kind": "comm", "n_workers": 8, "trade_off_index": 2.5}])
     lines = held_out_markdown(per_run, per_cluster(per_run, cfg), clusters).splitlines()
