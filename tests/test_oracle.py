@@ -305,5 +305,9 @@ def test_held_out_table_names_each_clusters_best_other_policy_and_the_headroom_s
     median = 100.0 * 1.01
     assert cells[:5] == ["c", "comm", "8", "2.50", f"{50.0 * 1.01:.2f}"]
     assert cells[5].startswith(f"{80.0 / 70.0:.2f} [") and cells[5].endswith("does not hold") and cells[6] == "lbbsp"
+    assert cells[7] == "0 of 3 / 0 of 3"
     share = lambda t: (median - t * 1.01) / (median - 50.0 * 1.01)  # noqa: E731
-    assert cells[7:] == [f"{share(80.0):.2f}", f"{share(70.0):.2f}"]
+    assert cells[8:] == [f"{share(80.0):.2f}", f"{share(70.0):.2f}"]
+    per_run.loc[(per_run["policy"] == "dynamix") & (per_run["seed"] < 2), "time_to_target_s"] = float("nan")
+    row = held_out_markdown(per_run, per_cluster(per_run, cfg), clusters).splitlines()[2]
+    assert "| 2 of 3 / 0 of 3 |" in row  # the agent's censored runs are counted beside its share
