@@ -194,10 +194,14 @@ def test_smoke_pipeline_claims_are_finite_and_every_verdict_follows_its_rule(smo
     assert sweep <= set(inference["policy"])
     summary = json.loads((smoke_pipeline / "summary.json").read_text())
     assert summary["accuracy_gain_pts"] == pytest.approx(table["estimate"].iloc[0])
-    # per cell: DYNAMIX against the median static and every adaptive policy, each verdict by its rule
+    # per cell: DYNAMIX against the median static, every adaptive policy and the best other one (named
+    # among the rest), each verdict by its rule
     cells = pd.read_csv(smoke_pipeline / "claims" / "per_cluster.csv")
     adaptive = {p for p in inference["policy"] if p != "dynamix" and not p.startswith("static:")}
-    assert set(cells["reference"]) == {"median static"} | adaptive
+    assert set(cells["reference"]) == {"median static", "best other"} | adaptive
+    best = cells[cells["reference"] == "best other"]
+    assert set(best["best_other"]) <= set(inference["policy"]) - {"dynamix", "oracle"}
+    assert (smoke_pipeline / "claims" / "held_out.md").read_text().count("\n") == 2 + len(best)
     band = stats.tie_band(1.0, "time ratio", cfg.experiments.tie_margin, cfg.experiments.tie_margin_pts)
     for _, row in cells.iterrows():
         expect = stats.verdict(row["ci_lo"], row["ci_hi"], 1.0, "below", kind="ours", tie_lo=band[0], tie_hi=band[1])
