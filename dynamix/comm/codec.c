@@ -2,9 +2,9 @@
  * hash positions and the bitmap's set positions, each the same result as its tensor version in
  * dynamix/comm/peel.py, hashing.py and bitmap.py.
  *
- * The structural peel (`schedule`) in one pass, with the same rounds, same items in the same order, same counters as the vectorised version: round r takes
- * the counters that became pure in round r-1 (round 0: every counter holding one item), reads each
- * one's item from the id sum, keeps it where that counter is the first of the item's counters that is
+ * The structural peel (`schedule`) in one pass, with the vectorised version's rounds, items, order and
+ * counters: round r takes the counters that became pure in round r-1 (round 0: every counter
+ * holding one item), reads each one's item from the id sum, keeps it where that counter is the first of the item's counters that is
  * pure at the start of the round, then removes the kept items and collects the counters they left
  * pure, in order, each once. tests/test_comm.py checks each function against its tensor version.
  *

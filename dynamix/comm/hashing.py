@@ -50,11 +50,11 @@ def bucket_positions(items: torch.Tensor, size: int, offsets: torch.Tensor, size
     """:func:`positions_and_signs` of element indices ``items``, each in bucket ``item // size``, from
     per-bucket first counters ``offsets``, counters ``sizes`` (3q) and sketch ``attempts`` (C on the
     CPU when :mod:`dynamix.comm.native` is built: no per-item temporaries)."""
-    tab = table(seed, size, n_attempts).to(items.device)
     lib = native.library() if items.device.type == "cpu" else None
     if lib is None:
         b = items // size
         return positions_and_signs(items % size, offsets[b], sizes[b] // 3, seed, size, attempts[b], n_attempts)
+    tab = table(seed, size, n_attempts)
     items, offsets, sizes, attempts = (t.contiguous() for t in (items, offsets, sizes, attempts))
     pos, sign = (torch.empty(items.numel(), HASHES, dtype=torch.int64) for _ in range(2))
     i64 = native.i64

@@ -2,8 +2,8 @@
 
 The tensor versions of the structural peel, the replay, the sketch's hash positions and the bitmap's
 set positions spend most of their time in the fixed cost of small tensor operations (tens per peeling
-round) and their temporaries; on the CPU one pass of C does the same work several times faster (``benchmarks/bench_lhc.py``). The library is compiled
-with the system C compiler (``$CC``, else ``cc``) into ``$DYNAMIX_NATIVE_CACHE`` (default
+round) and their temporaries; on the CPU one pass of C does the same work several times faster
+(``benchmarks/bench_lhc.py``). The library is compiled with the system C compiler (``$CC``, else ``cc``) into ``$DYNAMIX_NATIVE_CACHE`` (default
 ``~/.cache/dynamix``), named by the hash of its source, so an edited source is rebuilt and concurrent
 builds do not collide. Without a compiler, or with ``DYNAMIX_NATIVE=0``, :func:`library` returns None
 and the tensor versions run: each gives the same result as its C twin (``tests/test_comm.py``).

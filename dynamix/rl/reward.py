@@ -66,10 +66,15 @@ class RewardParts:
         return self.acc + self.gain - self.time - self.size - self.noise
 
 
-def time_weighted(parts: RewardParts, window_s: float, ref_window_s: float) -> RewardParts:
-    """Every part times ``window_s / ref_window_s`` (``rl.return_shape: time``, module docstring)."""
+def _check_window(window_s: float, ref_window_s: float) -> None:
+    """A window's duration and the first window's, as both returns read them."""
     if not (window_s >= 0 and ref_window_s > 0):
         raise ValueError(f"window_s = {window_s}, ref_window_s = {ref_window_s}: need window_s >= 0 and ref_window_s > 0")
+
+
+def time_weighted(parts: RewardParts, window_s: float, ref_window_s: float) -> RewardParts:
+    """Every part times ``window_s / ref_window_s`` (``rl.return_shape: time``, module docstring)."""
+    _check_window(window_s, ref_window_s)
     w = window_s / ref_window_s
     return RewardParts(*(w * getattr(parts, p) for p in PART_NAMES))
 
@@ -78,8 +83,7 @@ def target_parts(n_workers: int, window_s: float, ref_window_s: float, elapsed_s
     """``rl.return_shape: target`` (module docstring): the window's cost ``window_s / ref_window_s`` for
     every worker as the time part, plus ``elapsed_s / ref_window_s`` when the episode ended without the
     target (``missed``); the other parts are zero."""
-    if not (window_s >= 0 and ref_window_s > 0):
-        raise ValueError(f"window_s = {window_s}, ref_window_s = {ref_window_s}: need window_s >= 0 and ref_window_s > 0")
+    _check_window(window_s, ref_window_s)
     cost = (window_s + (elapsed_s if missed else 0.0)) / ref_window_s
     zero = np.zeros(n_workers)
     return RewardParts(acc=zero, gain=zero, time=np.full(n_workers, cost), size=zero, noise=zero)
