@@ -1,7 +1,8 @@
 """Surrogate vs real-math environment: transitions per second of the same episodes, one core each.
 
     .venv/bin/python benchmarks/bench_surrogate.py [--cluster clusters/heldout/hetero-speed-4.yaml]
-                                                   [--profile default] [--seconds 20] [--rounds 3]
+                                                   [--profile default] [--surrogate PATH]
+                                                   [--seconds 20] [--rounds 3]
 
 Both sides are :class:`dynamix.rl.env.DynamixEnv` on the same fixed cluster and profile (the RL
 workload, ``training_config``), one torch thread, stepping the same seeded random actions and
@@ -51,13 +52,15 @@ def main() -> int:
                         help="the one cluster every episode of both sides runs on")
     parser.add_argument("--profile", default="default",
                         help="profile of the RL workload and its fitted surrogate")
+    parser.add_argument("--surrogate", default="",
+                        help="fitted surrogate JSON (rl.surrogate); default: the profile's own")
     parser.add_argument("--seconds", type=float, default=20.0, help="stepping time per side and round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     spec = clusters.load(args.cluster)
     envs = {}
     for side, backend in (("real", "sim"), ("surrogate", "surrogate")):
-        cfg = training_config(config.load(profile=args.profile, overrides={"rl": {"backend": backend}}))
+        cfg = training_config(config.load(profile=args.profile, overrides={"rl": {"backend": backend, "surrogate": args.surrogate}}))
         envs[side] = DynamixEnv(cfg, specs=[spec])
     rates: dict[str, list[float]] = {"real": [], "surrogate": []}
     cpu_rates: dict[str, list[float]] = {"real": [], "surrogate": []}

@@ -230,6 +230,7 @@ class StateBuilder:
         self.frame_stack = int(frame_stack)
         self.epochs, self.base_lr = float(epochs), float(base_lr)
         self._columns = None if spec.features == FEATURES else spec.columns
+        self._schedule_on = spec.schedule  # compares every feature: once, not per window
         self.bounds = bounds
         self._lb_lo = math.log2(bounds.min)
         self._lb_span = max(math.log2(bounds.max) - self._lb_lo, EPS)
@@ -351,7 +352,7 @@ class StateBuilder:
         obs = np.nan_to_num(np.asarray(rows, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         self.prev_acc = np.array([w.batch_acc for w in workers], dtype=np.float64)
         obs = np.clip(obs, OBS_LOW, OBS_HIGH).astype(np.float32)
-        if self.spec.schedule:
+        if self._schedule_on:
             extra = np.nan_to_num(np.asarray(self._schedule(workers, glob), dtype=np.float64), nan=0.0,
                                   posinf=0.0, neginf=0.0)
             extra = np.clip(extra, _ALL_LOW[OBS_DIM:], _ALL_HIGH[OBS_DIM:]).astype(np.float32)
