@@ -25,7 +25,7 @@ from dynamix.policies.base import make_policy
 from dynamix.rl.env import DynamixEnv, training_config
 from dynamix.sim import progress
 from dynamix.sim.progress import SurrogateArtifactError
-from dynamix.sim.progress_fit import fit_progress
+from dynamix.sim.progress_fit import ANNEALED_WEIGHT, fit_progress, window_weights
 from dynamix.sim.run import simulate
 from dynamix.sim.surrogate import SurrogateCluster
 from helpers.surrogate import COST, make_model
@@ -211,6 +211,20 @@ def test_fit_recovers_the_model_that_made_the_runs(cfg):
     p = np.linspace(0.1, 3.0, 20)
     for tau in (0.5, 1.0, 2.0):  # the noise-temperature shift too: small batches plateau lower
         assert np.allclose(fitted.curves["test_acc"](p, tau), truth.curves["test_acc"](p, tau), atol=0.01)
+
+
+def test_every_run_weighs_alike_and_annealed_windows_more():
+    """A run of 4 windows weighs as much in the fit as one of 16 (the larger batch is not outvoted), and
+    a window after the learning rate decayed 100x weighs ANNEALED_WEIGHT times its run's others."""
+    lrs = {"small": [1.0] * 12 + [0.01] * 4, "large": [1.0] * 3 + [0.01]}
+    windows = pd.DataFrame([{"run_id": run, "window": w, "lr_ratio": lr}
+                            for run, seq in lrs.items() for w, lr in enumerate(seq)])
+    weight = window_weights(windows)
+    assert weight.mean() == pytest.approx(1.0)
+    annealed = windows["lr_ratio"].to_numpy() < 1.0
+    n_run = windows.groupby("run_id")["window"].transform("size").to_numpy()
+    base = weight * n_run / np.where(annealed, ANNEALED_WEIGHT, 1.0)  # 1 / (run's windows) undone, the factor too
+    assert np.allclose(base, base[0])
 
 
 def test_published_validation_meets_its_goals():

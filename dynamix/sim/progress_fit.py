@@ -8,6 +8,13 @@ the one whose progress best collapses the runs' test-accuracy curves onto one po
 :func:`scipy.optimize.least_squares`); the other curves and the gradient tables are then fitted at that
 kappa: test accuracy and loss at the end of each window (where the run tested), training accuracy and
 loss at its middle (they are means over the window).
+
+Every fit weighs the windows (:func:`window_weights`): each run alike, whatever its number of windows
+(a run at 16x the batch has 16x fewer, so window-weighted the smallest batch sets the curve), and the
+annealed windows, where the learning rate has decayed below :data:`ANNEALED` of the run's peak,
+:data:`ANNEALED_WEIGHT` times: a time to target is read near a run's end, and the curve has to be
+right there more than anywhere. On the `cpu` workload, window-weighted, the surrogate's final accuracy
+at the larger batches came out 2-3 points below the model math's (docs/rl.md).
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ KAPPAS = np.geomspace(1.0 / 64, 64.0, 25)
 """Candidate kappa (phi = kappa * B_noise), a factor of 64 either side of Pollux's 1."""
 GRAD_KNOTS = 8
 """Bins (equal counts over P) of the gradient tables."""
+ANNEALED = 0.05
+"""A window is annealed when its lr_t is below this fraction of its run's peak lr_t."""
+ANNEALED_WEIGHT = 4.0
+"""How much more an annealed window weighs in the fits."""
 
 
 class FitError(UserError, ValueError):
@@ -61,10 +72,22 @@ def progress(windows: pd.DataFrame, model: ProgressModel) -> tuple[np.ndarray, n
     return end, end - d / 2
 
 
-def fit_curve(p: np.ndarray, y: np.ndarray, tau: np.ndarray) -> tuple[Curve, float]:
-    """Least-squares curve through (P, tau, y); returns it and its RMS residual."""
+def window_weights(windows: pd.DataFrame) -> np.ndarray:
+    """Each window's weight in the fits (module docstring), mean 1: 1 / (its run's windows), times
+    :data:`ANNEALED_WEIGHT` where lr_t < :data:`ANNEALED` x the run's peak."""
+    runs = windows.groupby("run_id", sort=False)
+    lr = windows["lr_ratio"].to_numpy(float)
+    w = 1.0 / runs["window"].transform("size").to_numpy(float)
+    w *= np.where(lr < ANNEALED * runs["lr_ratio"].transform("max").to_numpy(float), ANNEALED_WEIGHT, 1.0)
+    return w / w.mean()
+
+
+def fit_curve(p: np.ndarray, y: np.ndarray, tau: np.ndarray, weight: np.ndarray | None = None) -> tuple[Curve, float]:
+    """Weighted least-squares curve through (P, tau, y) (``weight``: default 1 each); returns it and its
+    weighted RMS residual."""
+    weight = np.ones(len(p)) if weight is None else np.asarray(weight, float)
     ok = np.isfinite(p) & np.isfinite(y)
-    p, y, tau = p[ok], y[ok], tau[ok]
+    p, y, tau, weight = p[ok], y[ok], tau[ok], weight[ok]
     if len(p) < 5:
         raise FitError(f"the fitting runs have {len(p)} tested windows: need at least 5 to fit a curve "
                        "(lengthen experiments.epochs or shorten batch.window)")
@@ -72,9 +95,10 @@ def fit_curve(p: np.ndarray, y: np.ndarray, tau: np.ndarray) -> tuple[Curve, flo
     x0 = [float(y[np.argmin(p)]), float(y[np.argmax(p)]), float(np.median(p)), 1.0, 0.0]
     lo = [-np.inf, -np.inf, 1e-6, 0.01, -np.inf]
     hi = [np.inf, np.inf, 1e6, 10.0, np.inf]
-    res = least_squares(lambda x: (Curve(*x)(p, tau) - y) / span, x0, bounds=(lo, hi), x_scale="jac")
+    root = np.sqrt(weight)
+    res = least_squares(lambda x: root * (Curve(*x)(p, tau) - y) / span, x0, bounds=(lo, hi), x_scale="jac")
     curve = Curve(*map(float, res.x))
-    return curve, float(np.sqrt(np.mean((curve(p, tau) - y) ** 2)))
+    return curve, float(np.sqrt(np.sum(weight * (curve(p, tau) - y) ** 2) / np.sum(weight)))
 
 
 def _model(base: dict, kappa: float, **kw) -> ProgressModel:
@@ -94,17 +118,18 @@ def fit_progress(runs: pd.DataFrame, cfg: Config, n_train: int, b_ref: float) ->
                 curves={c: placeholder for c in CURVES}, grad_p=(1.0,), grad_sqr=(sqr_mean,),
                 grad_trace=(trace_mean,), sigma2_scale=1.0, grad_spread=0.0)
     test = windows["test_acc"].to_numpy(float)
+    weight = window_weights(windows)
     tau = _model(base, 1.0).temperature(windows["global_batch"].to_numpy(float), windows["lr_ratio"].to_numpy(float))
     scores = []
     for kappa in KAPPAS:
         end, _ = progress(windows, _model(base, kappa))
-        scores.append(fit_curve(end, test, tau)[1])
+        scores.append(fit_curve(end, test, tau, weight)[1])
     kappa = float(KAPPAS[int(np.argmin(scores))])
     end, mid = progress(windows, _model(base, kappa))
     curves, rms = {}, {}
     for name in CURVES:
         at = end if name.startswith("test") else mid
-        curves[name], rms[name] = fit_curve(at, windows[name].to_numpy(float), tau)
+        curves[name], rms[name] = fit_curve(at, windows[name].to_numpy(float), tau, weight)
     # gradient tables: means of the unbiased per-window estimates in bins of equal counts over P
     order = np.argsort(mid)
     knots, sqrs, traces = [], [], []
@@ -125,6 +150,7 @@ def fit_progress(runs: pd.DataFrame, cfg: Config, n_train: int, b_ref: float) ->
     s2 = float(np.median(s2_ratio)) if s2_ratio else 1.0
     scores_by_kappa = {f"{k:.4g}": round(s, 5) for k, s in zip(KAPPAS, scores)}
     provenance = {"fit": {"rms": rms, "test_acc_rms_by_kappa": scores_by_kappa, "windows": int(len(windows)),
+                          "weights": {"per_run": True, "annealed_below": ANNEALED, "annealed_weight": ANNEALED_WEIGHT},
                           "runs": int(windows["run_id"].nunique())}}
     return _model(base, kappa, curves=curves, grad_p=tuple(knots), grad_sqr=tuple(sqrs), grad_trace=tuple(traces),
                   sigma2_scale=s2 if math.isfinite(s2) and s2 > 0 else 1.0, grad_spread=spread, provenance=provenance)
