@@ -310,4 +310,13 @@ def test_held_out_table_names_each_clusters_best_other_policy_and_the_headroom_s
     assert cells[8:] == [f"{share(80.0):.2f}", f"{share(70.0):.2f}"]
     per_run.loc[(per_run["policy"] == "dynamix") & (per_run["seed"] < 2), "time_to_target_s"] = float("nan")
     row = held_out_markdown(per_run, per_cluster(per_run, cfg), clusters).splitlines()[2]
-    assert "| 2 of 3 / 0 of 3 |" in row  # the agent's censored runs are counted beside its share
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[7] == "2 of 3 / 0 of 3"  # the agent's censored runs are counted beside its share
+    assert cells[5].startswith("≥ ") and cells[8].startswith("≤ ") and not cells[9].startswith("≤")  # bounds
+    lbbsp0 = (per_run["policy"] == "lbbsp") & (per_run["seed"] == 0)  # missed, its run ending at the same time
+    per_run.loc[lbbsp0, "total_time_s"] = per_run.loc[lbbsp0, "time_to_target_s"]
+    per_run.loc[lbbsp0, "time_to_target_s"] = float("nan")
+    cells = [c.strip() for c in held_out_markdown(per_run, per_cluster(per_run, cfg), clusters).splitlines()[2]
+             .strip("|").split("|")]
+    assert cells[7] == "2 of 3 / 1 of 3" and cells[5][0].isdigit()  # both censored: the ratio is no bound
+    assert cells[8].startswith("≤ ") and cells[9].startswith("≤ ")

@@ -414,8 +414,10 @@ def held_out_markdown(inference: pd.DataFrame, cells: pd.DataFrame, clusters: pd
     trade-off index (``clusters``, the inference stage's ``clusters.csv``), the oracle's mean time to
     target, the agent's ratio to its best other policy (:func:`per_cluster`) with interval and
     verdict, and the agent's and that policy's shares of the headroom ("—" without oracle runs), with
-    how many runs of each missed the target: a missed run counts at its total time, so a ratio or share
-    built on it flatters that policy (the time is a lower bound)."""
+    how many runs of each missed the target. A missed run counts at its total time, a lower bound of its
+    time to target, so what is built on it is a bound and says so: a share "≤"; the ratio "≥" when only
+    the agent missed, "≤" when only the other policy did (both: the ratio is neither, and is shown bare
+    beside the counts)."""
     info = clusters.set_index("cluster") if clusters is not None and len(clusters) else pd.DataFrame()
     t = inference.assign(_t=censored_time(inference), _missed=inference["time_to_target_s"].isna())
     lines = ["| cluster | kind | workers | trade-off index | oracle's time to target (s) | agent / best other "
@@ -426,15 +428,17 @@ def held_out_markdown(inference: pd.DataFrame, cells: pd.DataFrame, clusters: pd
         best = g[g["reference"] == "best other"].iloc[0]
         cell = t[(t["cluster"] == cl) & (t["optimizer"] == opt)]
         oracle = cell[cell["policy"] == ORACLE]["_t"]
-        missed = " / ".join(f"{int(cell[cell['policy'] == p]['_missed'].sum())} of {int((cell['policy'] == p).sum())}"
-                            for p in ("dynamix", best["best_other"]))
-        shares = [f"{best[c]:.2f}" if c in best and math.isfinite(best[c]) else "—"
-                  for c in ("agent_headroom_share", "headroom_share")]
+        n_missed = [int(cell[cell["policy"] == p]["_missed"].sum()) for p in ("dynamix", best["best_other"])]
+        missed = " / ".join(f"{m} of {int((cell['policy'] == p).sum())}"
+                            for m, p in zip(n_missed, ("dynamix", best["best_other"])))
+        bound = {(True, False): "≥ ", (False, True): "≤ "}.get((n_missed[0] > 0, n_missed[1] > 0), "")
+        shares = [("≤ " if m else "") + f"{best[c]:.2f}" if c in best and math.isfinite(best[c]) else "—"
+                  for c, m in zip(("agent_headroom_share", "headroom_share"), n_missed)]
         kind, workers, index = ((str(info.loc[cl, "kind"]), str(int(info.loc[cl, "n_workers"])),
                                  f"{info.loc[cl, 'trade_off_index']:.2f}") if cl in info.index else ("—",) * 3)
         name = cl if inference["optimizer"].nunique() == 1 else f"{cl}, {opt}"
         lines.append(f"| {name} | {kind} | {workers} | {index} | {f'{oracle.mean():.2f}' if len(oracle) else '—'} | "
-                     f"{best['estimate']:.2f} [{best['ci_lo']:.2f}, {best['ci_hi']:.2f}] {best['verdict']} | "
+                     f"{bound}{best['estimate']:.2f} [{best['ci_lo']:.2f}, {best['ci_hi']:.2f}] {best['verdict']} | "
                      f"{best['best_other']} | {missed} | {shares[0]} | {shares[1]} |")
     return "\n".join(lines) + "\n"
 
