@@ -115,6 +115,24 @@ def test_cli_refuses_a_corrupt_artifact_in_one_line(tmp_path, capsys):
     assert rc == 2 and len(err.splitlines()) == 1 and "not a fitted surrogate" in err
 
 
+def test_validation_adds_lbbsp_at_per_worker_sizes_on_each_cluster(cfg, tmp_path):
+    """``--per-worker 32``: LB-BSP at 32 samples per worker, so 160 on 5 workers and 128 on 4, in both
+    backends beside the named policies; the table and its statistics are written."""
+    from dynamix.experiments.surrogate import COLUMNS, validate
+
+    short = config.with_overrides(cfg, {"experiments": {"epochs": 0.2, "eval_every": 5, "eval_samples": 500}})
+    specs = ["clusters/validation/val-mixed-5.yaml", "clusters/validation/val-ps-4.yaml"]
+    stats = validate(short, tmp_path, ["static:64"], specs, seeds=1, progress_bar=False, per_worker=[32])
+    table = pd.read_csv(tmp_path / "surrogate_validation.csv")
+    assert list(table.columns) == COLUMNS
+    assert sorted(zip(table["cluster"], table["policy"])) == [
+        ("val-mixed-5", "lbbsp:batch=160"), ("val-mixed-5", "static:64"),
+        ("val-ps-4", "lbbsp:batch=128"), ("val-ps-4", "static:64")]
+    assert stats["n"] == 4 and stats["per_worker"] == [32] and (table[["surrogate_tta_s", "real_tta_s"]] > 0).all().all()
+    with pytest.raises(ValueError, match="at least one policy or per-worker batch"):
+        validate(short, tmp_path, [], specs, per_worker=[])
+
+
 def _expected_times(s: ClusterSpec, b: np.ndarray, iters: int) -> list:
     """The simulator's clock: ClusterDynamics factors, then CostModel.iteration, iteration by iteration."""
     dyn, out, elapsed = ClusterDynamics(s), [], 0.0

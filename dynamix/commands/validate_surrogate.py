@@ -2,6 +2,7 @@
 
     dynamix validate-surrogate --profile default --out results/surrogate/validation
     dynamix validate-surrogate --policy static:64 --policy lbbsp --cluster clusters/validation/val-ps-4.yaml --out /tmp/v
+    dynamix validate-surrogate --profile cpu --policy gns --per-worker 32 --per-worker 128 --out /tmp/v
 
 Needs the fitted surrogate of the profile's workload (``dynamix fit-surrogate``, or ``rl.surrogate``).
 Writes ``OUT/surrogate_validation.csv`` and ``.json`` (:mod:`dynamix.experiments.surrogate`) and prints
@@ -22,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--policy", action="append", default=None,
                         help="policy spec (repeatable; default: the static sweep, lbbsp, lbbsp:batch=512, gns, ramp)")
+    parser.add_argument("--per-worker", action="append", type=int, default=[], metavar="B",
+                        help="also LB-BSP at B samples per worker on each cluster, lbbsp:batch=<B x workers> "
+                             "(repeatable; with it, --policy defaults to none)")
     parser.add_argument("--cluster", action="append", default=None,
                         help="cluster spec YAML (repeatable; default: clusters/validation/*.yaml)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per run (default: experiments.seeds)")
@@ -35,8 +39,11 @@ def main(args: argparse.Namespace) -> int:
     seeds = cfg.experiments.seeds if args.seeds is None else args.seeds
     if seeds < 1:
         raise config.ConfigError(f"--seeds = {seeds} is out of range: must be >= 1")
-    stats = validate(cfg, args.out, args.policy or VALIDATION_POLICIES, args.cluster, seeds,
-                     progress_bar=not args.no_progress)
+    if any(b < 1 for b in args.per_worker):
+        raise config.ConfigError(f"--per-worker = {args.per_worker} is out of range: every size must be >= 1")
+    policies = args.policy or (() if args.per_worker else VALIDATION_POLICIES)
+    stats = validate(cfg, args.out, policies, args.cluster, seeds, progress_bar=not args.no_progress,
+                     per_worker=args.per_worker)
     print(json.dumps({k: stats[k] for k in ("spearman", "spearman_within_clusters_mean", "median_abs_rel_error",
                                             "n", "meets_goals")}))
     return 0

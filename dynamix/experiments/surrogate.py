@@ -32,6 +32,7 @@ from scipy.stats import spearmanr
 
 from dynamix import cluster as clusters
 from dynamix import io, paths
+from dynamix.cluster import ClusterSpec
 from dynamix.config import Config, with_overrides
 from dynamix.data import load_cifar10
 from dynamix.evaluation.runner import evaluate
@@ -111,19 +112,31 @@ def statistics(table: pd.DataFrame) -> dict:
             "n": int(len(table))}
 
 
+def cluster_policies(spec: ClusterSpec, policies: Sequence[str], per_worker: Sequence[int]) -> list[str]:
+    """``policies`` and, for each b of ``per_worker``, LB-BSP at b samples per worker on ``spec``
+    (``lbbsp:batch=<b N>``: the family the tuned LB-BSP and the agent's teacher come from)."""
+    return list(policies) + [f"lbbsp:batch={int(b) * spec.n_workers}" for b in per_worker]
+
+
 def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDATION_POLICIES,
-             cluster_specs: Sequence[str] | None = None, seeds: int = 1, progress_bar: bool = True) -> dict:
-    """Both backends on ``policies`` x ``cluster_specs`` (default: :func:`validation_clusters`) over
-    ``seeds`` seeds; writes the table and statistics into ``out_dir`` and returns the statistics."""
+             cluster_specs: Sequence[str] | None = None, seeds: int = 1, progress_bar: bool = True,
+             per_worker: Sequence[int] = ()) -> dict:
+    """Both backends on ``policies`` (plus :func:`cluster_policies`' LB-BSP at ``per_worker`` sizes) x
+    ``cluster_specs`` (default: :func:`validation_clusters`) over ``seeds`` seeds; writes the table and
+    statistics into ``out_dir`` and returns the statistics."""
     out = Path(out_dir)
     cluster_specs = list(cluster_specs or validation_clusters())
+    if not policies and not per_worker:
+        raise ValueError("validate needs at least one policy or per-worker batch")
     run_cfg = sim_config(cfg)
     sur_cfg = with_overrides(run_cfg, {"rl": {"backend": "surrogate"}})
     progress.for_config(sur_cfg)  # a missing or mismatched artifact stops here, before the real runs
     summaries = {}
     for name, c, jobs in (("surrogate", sur_cfg, 1), ("real", run_cfg, cfg.experiments.jobs)):
-        _, summaries[name] = evaluate(cluster_specs, list(policies), c, seeds, out_dir=None, progress=progress_bar,
-                                      cache_dir=run_cache(out / name), jobs=jobs)
+        parts = [evaluate([spec], cluster_policies(spec, policies, per_worker), c, seeds, out_dir=None,
+                          progress=progress_bar, cache_dir=run_cache(out / name), jobs=jobs)[1]
+                 for spec in map(clusters.load, cluster_specs)]
+        summaries[name] = pd.concat(parts, ignore_index=True)
         io.write_csv(summaries[name], out / f"{name}_summary.csv")
     table = pd.DataFrame({"surrogate_tta_s": tta_table(summaries["surrogate"]),
                           "real_tta_s": tta_table(summaries["real"])}).reset_index()[COLUMNS]
@@ -132,7 +145,8 @@ def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDAT
     sur = progress.for_config(sur_cfg)
     stats.update(goals=GOALS, meets_goals=bool(stats["spearman"] >= GOALS["spearman_min"] and
                                               stats["median_abs_rel_error"] <= GOALS["median_abs_rel_error_max"]),
-                 profile=cfg.profile, seeds=seeds, policies=list(policies), clusters=cluster_specs,
+                 profile=cfg.profile, seeds=seeds, policies=list(policies), per_worker=[int(b) for b in per_worker],
+                 clusters=cluster_specs,
                  surrogate_sha256=sur.checksum(), git_sha=git_sha())
     io.write_json(out / "surrogate_validation.json", {k: (None if isinstance(v, float) and math.isnan(v) else v)
                                                       for k, v in stats.items()})
