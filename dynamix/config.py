@@ -341,7 +341,7 @@ class CompressionExperiment:
 
 ABLATION_STEPS = ("paper", "time", "imbalance", "state", "dynamix")
 """The ablation's ladder, one addition per step (:mod:`dynamix.experiments.ablation`)."""
-ABLATION_VARIANTS = ("schedule", "frame-stack", "global")
+ABLATION_VARIANTS = ("schedule", "frame-stack", "global", "schedule-scratch", "global-scratch")
 """Opt-in rows beside the ladder, each one change to the default recipe (:mod:`dynamix.experiments.ablation`)."""
 
 
@@ -351,7 +351,7 @@ class AblationExperiment:
 
     # Ladder steps to train and evaluate, in order: paper, time, imbalance, state, dynamix (= the default);
     # and optional variants of the default: schedule (+ schedule state), frame-stack (+ memory), global
-    # (global-batch action)
+    # (global-batch action), schedule-scratch and global-scratch (the same without the warm start)
     steps: tuple[str, ...] = setting(ABLATION_STEPS)
     seeds: int = setting(3, rng(1, 100))  # training seeds per step (train.seed + k); policy k runs with run seed k
     heldout: tuple[str, ...] = setting(

@@ -253,8 +253,10 @@ def test_ablation_variants_are_one_change_each_to_the_default_and_selectable():
     cfg = config.load()
     variants = ablation.variant_configs(cfg)
     assert list(variants) == list(ablation.VARIANTS) == list(config.ABLATION_VARIANTS)
+    scratch = {"warm_start": "none", "timesteps": cfg.rl.timesteps + cfg.rl.warm_start_timesteps}
     changed = {"schedule": {"state": "schedule"}, "frame-stack": {"frame_stack": ablation.FRAME_STACK},
-               "global": {"action": "global"}}
+               "global": {"action": "global"}, "schedule-scratch": {"state": "schedule", **scratch},
+               "global-scratch": {"action": "global", **scratch}}
     for name, v in variants.items():
         diff = {f.name: getattr(v.rl, f.name) for f in dataclasses.fields(v.rl)
                 if getattr(v.rl, f.name) != getattr(cfg.rl, f.name)}

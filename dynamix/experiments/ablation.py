@@ -19,7 +19,9 @@ Beside the ladder, opt-in variants of the default (:data:`VARIANTS`, named in
   learning-rate phase, noise-scale trend);
 - ``frame-stack``: + memory, the last :data:`FRAME_STACK` windows' rows (``rl.frame_stack``);
 - ``global``: the global-batch action (``rl.action: global``: one factor of the global batch per
-  window, split over the workers by speed).
+  window, split over the workers by speed);
+- ``schedule-scratch``, ``global-scratch``: the same two without the warm start, PPO from scratch on
+  the whole budget (the teacher's transitions given to PPO, as the ladder's steps before ``dynamix``).
 
 Each step trains ``experiments.ablation.seeds`` policies (training seed ``train.seed + k``, all steps
 on the stream of the name ``experiments.policy_training.name``, so the ``dynamix`` step's seed 0 is
@@ -85,10 +87,13 @@ VARIANTS: dict[str, str] = {
     "schedule": "+ schedule state: training progress, learning-rate phase, noise-scale trend (rl.state: schedule)",
     "frame-stack": f"+ frame stack: the last {FRAME_STACK} windows' observations (rl.frame_stack: {FRAME_STACK})",
     "global": "global action: one step of the global batch (x0.5..x2) per window, split by speed (rl.action: global)",
+    "schedule-scratch": "schedule state without the warm start: PPO from scratch on the whole budget",
+    "global-scratch": "global action without the warm start: PPO from scratch on the whole budget",
 }
 """The opt-in rows beside the ladder, each one change to the default (module docstring)."""
 _VARIANT_RL = {"schedule": {"state": "schedule"}, "frame-stack": {"frame_stack": FRAME_STACK},
-               "global": {"action": "global"}}
+               "global": {"action": "global"}, "schedule-scratch": {"state": "schedule", "warm_start": "none"},
+               "global-scratch": {"action": "global", "warm_start": "none"}}
 SPLITS = ("heldout", "validation")
 
 
@@ -112,8 +117,11 @@ def step_configs(cfg: Config) -> dict[str, Config]:
 
 
 def variant_configs(cfg: Config) -> dict[str, Config]:
-    """The training config of every variant (:data:`VARIANTS`): ``cfg``, the default, with one change."""
-    return {name: with_overrides(cfg, {"rl": change}) for name, change in _VARIANT_RL.items()}
+    """The training config of every variant (:data:`VARIANTS`): ``cfg``, the default, with one change
+    (and, without the warm start, the teacher's transitions given to PPO: the same budget)."""
+    budget = {"timesteps": cfg.rl.timesteps + cfg.rl.warm_start_timesteps}
+    return {name: with_overrides(cfg, {"rl": {**change, **(budget if change.get("warm_start") == "none" else {})}})
+            for name, change in _VARIANT_RL.items()}
 
 
 def eval_config(cfg: Config) -> Config:
