@@ -82,10 +82,9 @@ def window_weights(windows: pd.DataFrame) -> np.ndarray:
     return w / w.mean()
 
 
-def fit_curve(p: np.ndarray, y: np.ndarray, tau: np.ndarray, weight: np.ndarray | None = None) -> tuple[Curve, float]:
-    """Weighted least-squares curve through (P, tau, y) (``weight``: default 1 each); returns it and its
+def fit_curve(p: np.ndarray, y: np.ndarray, tau: np.ndarray, weight: np.ndarray) -> tuple[Curve, float]:
+    """Weighted least-squares curve through (P, tau, y) (:func:`window_weights`); returns it and its
     weighted RMS residual."""
-    weight = np.ones(len(p)) if weight is None else np.asarray(weight, float)
     ok = np.isfinite(p) & np.isfinite(y)
     p, y, tau, weight = p[ok], y[ok], tau[ok], weight[ok]
     if len(p) < 5:
