@@ -17,7 +17,9 @@ T_ring(S) against T_ring(f S) with two latency terms plus the measured encode + 
 engine workers on a communication-bound spec (4 reference workers on 1 Gbit/s links, the network
 emulated as a floor on the reduction time, ``engine.net_mode = inject``), with and without LHC, and
 reports the per-iteration speed-up (paper anchor: 3.74x).
-The last line is one JSON object; ``speedup_at_1pct`` = dense time / LHC time at 1 % density.
+The last line is one JSON object; ``speedup_at_1pct`` = dense time / LHC time at 1 % density;
+``collectives_ms_at_1pct`` times LHC's two collectives alone, the part of its time the codec's speed
+does not touch.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def _rank(rank: int, n: int, rounds: int, independent: bool) -> dict:
             scale = float(result["dense"].abs().max())
             max_diff = max(max_diff, float((result["lhc"] - result["dense"]).abs().max()) / max(scale, 1e-30))
         s = lhc.stats.take()
+        coll_ms = _collectives_ms(g, rounds)
         dense_s, lhc_s = statistics.median(times["dense"]), statistics.median(times["lhc"])
         out[density] = {
             "density": density, "merged_density": float((result["dense"] != 0).float().mean()),
@@ -86,9 +89,29 @@ def _rank(rank: int, n: int, rounds: int, independent: bool) -> dict:
             "dense_gbps": n * 32 / dense_s / 1e9, "lhc_gbps": n * 32 / lhc_s / 1e9,
             "compression_ratio": s.dense_bytes / s.bytes_sent, "fallbacks_per_reduction": s.fallbacks / s.reductions,
             "encode_ms": 1e3 * s.encode_s / s.reductions, "decode_ms": 1e3 * s.decode_s / s.reductions,
-            "max_rel_diff_vs_dense": max_diff,
+            "max_rel_diff_vs_dense": max_diff, "collectives_ms": coll_ms,
         }
     return out
+
+
+def _collectives_ms(g: torch.Tensor, rounds: int) -> float:
+    """LHC's two collectives alone (index BOR, then a message of the plan's length SUM), slowest rank's
+    median: the floor under LHC's time that no codec speed-up removes."""
+    codec = Codec(seed=7)
+    index = codec.index(g)
+    dist.all_reduce(index, op=dist.ReduceOp.BOR)
+    msg = torch.zeros(codec.plan(index, g.numel()).message_len, dtype=g.dtype)
+    times = []
+    for r in range(rounds + 1):
+        dist.barrier()
+        t = time.perf_counter()
+        dist.all_reduce(index, op=dist.ReduceOp.BOR)
+        dist.all_reduce(msg, op=dist.ReduceOp.SUM)
+        dt = torch.tensor([time.perf_counter() - t])
+        dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+        if r:
+            times.append(float(dt))
+    return 1e3 * statistics.median(times)
 
 
 def modelled_speedup(r: dict, numel: int, workers: int, gbps: float, latency_ms: float = 0.05) -> float:
@@ -130,17 +153,19 @@ def main() -> None:
     args = ap.parse_args()
     res = spawn_world(_rank, args.workers, args.numel, args.rounds, args.independent, timeout_s=1800)[0]
     print(f"{'density':>8} {'merged':>7} {'dense ms':>9} {'lhc ms':>8} {'speedup':>8} {'dense Gb/s':>10} "
-          f"{'lhc Gb/s':>9} {'ratio':>6} {'enc ms':>7} {'dec ms':>7} {'rel diff':>9}")
+          f"{'lhc Gb/s':>9} {'ratio':>6} {'enc ms':>7} {'dec ms':>7} {'coll ms':>8} {'rel diff':>9}")
     for r in res.values():
         print(f"{r['density']:>8.3%} {r['merged_density']:>7.3%} {r['dense_ms']:>9.1f} {r['lhc_ms']:>8.1f} "
               f"{r['speedup']:>8.2f} {r['dense_gbps']:>10.2f} {r['lhc_gbps']:>9.2f} {r['compression_ratio']:>6.1f} "
-              f"{r['encode_ms']:>7.1f} {r['decode_ms']:>7.1f} {r['max_rel_diff_vs_dense']:>9.1e}")
+              f"{r['encode_ms']:>7.1f} {r['decode_ms']:>7.1f} {r['collectives_ms']:>8.1f} {r['max_rel_diff_vs_dense']:>9.1e}")
     summary = {"workers": args.workers, "numel": args.numel, "rounds": args.rounds,
                "support": "independent" if args.independent else "shared",
                **{f"speedup_at_{k}pct": round(res[d]["speedup"], 3) for k, d in zip(("0.1", "1", "10"), DENSITIES)},
                **{f"compression_ratio_at_{k}pct": round(res[d]["compression_ratio"], 2)
                   for k, d in zip(("0.1", "1", "10"), DENSITIES)},
                "max_rel_diff_vs_dense": max(r["max_rel_diff_vs_dense"] for r in res.values()),
+               "dense_ms_at_1pct": round(res[0.01]["dense_ms"], 2),
+               "collectives_ms_at_1pct": round(res[0.01]["collectives_ms"], 2),
                **{f"modelled_speedup_at_1pct_{g}gbps": round(modelled_speedup(res[0.01], args.numel, args.workers, g), 3)
                   for g in (1, 10, 100)},
                "paper_anchor_speedup": 6.33}
