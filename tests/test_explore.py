@@ -18,6 +18,7 @@ from dynamix.errors import InputFileError
 from dynamix.explore import results, session, views
 from dynamix.explore.results import RunSet
 from dynamix.metrics.schema import RUNS_COLUMNS
+from helpers.notebooks import execute as run_notebook
 
 NOTEBOOK = paths.NOTEBOOKS / "explore.ipynb"
 TWO_WORKERS = """name: typed-2
@@ -64,9 +65,7 @@ def executed(tmp_path_factory):
 
 
 def _execute(tmp, out) -> None:
-    import papermill
-
-    papermill.execute_notebook(
+    run_notebook(
         str(NOTEBOOK), str(tmp / "explore.ipynb"), kernel_name="python3", cwd=str(paths.NOTEBOOKS),
         parameters={"cluster": TWO_WORKERS, "policies": ["static:64", "lbbsp"], "profile": "smoke",
                     "epochs": 0.3, "seeds": 1, "out_dir": str(out), "open_run": str(out)},

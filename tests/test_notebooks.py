@@ -20,6 +20,7 @@ import pytest
 from dynamix import cluster, config, paths
 from dynamix.experiments import EXPERIMENTS
 from dynamix.experiments import notebooks as gen
+from helpers.notebooks import execute as run_notebook
 
 NOTEBOOK_FILES = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))  # pipeline; explore.ipynb: test_explore.py
 
@@ -62,11 +63,9 @@ def test_notebook_is_stripped_thin_and_parameterised(path):
 
 
 def _execute(name: str, results: Path, cwd: Path) -> Path:
-    import papermill
-
     out = results / "notebooks" / name
     out.parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(
+    run_notebook(
         str(paths.NOTEBOOKS / name), str(out), parameters={"profile": "smoke", "results_dir": str(results)},
         kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=False,
     )  # fmt: skip
