@@ -100,8 +100,8 @@ def test_a_bucket_that_cannot_peel_goes_dense_and_stays_exact(monkeypatch):
 
     real = lhc.schedule
 
-    def unpeelable(pos, n_counters):
-        s = real(pos, n_counters)
+    def unpeelable(pos, n_counters, segments=None):
+        s = real(pos, n_counters, segments)
         return dataclasses.replace(s, unpeeled=torch.ones_like(s.unpeeled))
 
     monkeypatch.setattr(lhc, "schedule", unpeelable)
@@ -158,7 +158,7 @@ def test_bitmap_round_trip(n):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 1001])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 65, 1001, 4096])
 def test_index_of_a_gradient_is_the_bitmap_of_its_non_zeros(n, dtype):
     x = torch.randn(n, dtype=dtype, generator=torch.Generator().manual_seed(n))
     x[torch.rand(n, generator=torch.Generator().manual_seed(n + 1)) < 0.6] = 0.0
@@ -220,7 +220,8 @@ def test_the_c_peel_and_replay_give_the_tensor_versions_results_bit_for_bit(m, p
         assert torch.equal(va, vb) and torch.equal(a, b)  # the values and the residual, bit for bit
 
 
-@pytest.mark.parametrize("n, density", [(0, 0.0), (1, 1.0), (9, 0.5), (100_003, 0.01), (100_003, 0.9)])
+@pytest.mark.parametrize("n, density", [(0, 0.0), (1, 1.0), (9, 0.5), (64, 1.0), (128, 0.5), (200, 1.0),
+                                        (100_003, 0.01), (100_003, 0.9)])
 def test_the_c_bitmap_positions_are_the_tensor_versions(n, density):
     from dynamix.comm import native
 
@@ -228,6 +229,29 @@ def test_the_c_bitmap_positions_are_the_tensor_versions(n, density):
         pytest.skip("no C compiler here: the tensor version runs")
     bits = bitmap.pack(torch.rand(n, generator=torch.Generator().manual_seed(n)) < density)
     assert torch.equal(bitmap.nonzero(bits, n), bitmap.nonzero_vectorised(bits, n))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_c_encoder_is_the_tensor_version_and_weights_only_what_it_sends(dtype, monkeypatch):
+    from dynamix.comm import native
+
+    if native.library() is None:
+        pytest.skip("no C compiler here: the tensor version runs")
+    gen = torch.Generator().manual_seed(3)
+    grads = [sparse(BUCKET + 500, 0.02, gen, "randn", dtype) for _ in range(3)]
+    codec = Codec(seed=4)
+    merged = codec.index(grads[0]) | codec.index(grads[1]) | codec.index(grads[2])
+    plan = make_plan(bitmap.nonzero(merged.view(torch.uint8)[: bitmap.packed_len(grads[0].numel())],
+                                    grads[0].numel()), grads[0].numel(), 4)
+    fast = codec.encode(grads[1], plan, weight=0.3)
+    monkeypatch.setattr(native, "library", lambda: None)
+    slow = codec.encode(grads[1], plan, weight=0.3)
+    assert torch.equal(fast, slow)  # bit for bit: the same products, added in the same order
+    total = sum(codec.encode(g, plan, weight=0.3) for g in grads)
+    out = torch.zeros_like(grads[0])
+    sq = codec.decode(total, plan, out)
+    want = (torch.stack(grads) * torch.tensor(0.3, dtype=dtype)).sum(0)
+    assert torch.allclose(out, want, rtol=0, atol=1e-5) and sq == pytest.approx(float(want.dot(want)), rel=1e-5)
 
 
 def test_without_a_compiler_the_tensor_versions_run_and_say_so_once(tmp_path, monkeypatch, caplog):

@@ -1,76 +1,129 @@
-/* The CPU hot loops of the LHC codec (dynamix/comm/): the structural peel, the replay, the sketch's
- * hash positions and the bitmap's set positions, each the same result as its tensor version in
- * dynamix/comm/peel.py, hashing.py and bitmap.py.
+/* The CPU hot loops of the LHC codec (dynamix/comm/): the gradient's bitmap, the bitmap's set
+ * positions, the sketch's hash positions, the encoder, the structural peel and the replay, each the
+ * same result as its tensor version in dynamix/comm/bitmap.py, hashing.py, lhc.py and peel.py.
  *
- * The structural peel (`schedule`) in one pass, with the vectorised version's rounds, items, order and
- * counters: round r takes the counters that became pure in round r-1 (round 0: every counter
- * holding one item), reads each one's item from the id sum, keeps it where that counter is the first of the item's counters that is
- * pure at the start of the round, then removes the kept items and collects the counters they left
- * pure, in order, each once. tests/test_comm.py checks each function against its tensor version.
+ * The structural peel (`schedule`), with the vectorised version's rounds, items, order and counters:
+ * round r takes the counters that became pure in round r-1 (round 0: every counter holding one item),
+ * reads each one's item from the id sum, keeps it where that counter is the first of the item's
+ * counters that is pure at the start of the round, then removes the kept items and collects the
+ * counters they left pure, in order, each once. tests/test_comm.py checks each function against its tensor version.
  *
  * Built on first use by dynamix/comm/native.py (cc -O2 -shared); no Python or torch headers.
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
-/* pos: int64 [m, 3] counter positions; out_items / out_k: [m] the peeled items in schedule order and
- * the hash of their pure counter; out_round_len: [m + 1] items per round.
- * Returns the number of rounds, or -1 when memory runs out. */
-int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters, int64_t *out_items,
-                              int64_t *out_k, int64_t *out_round_len) {
-    int64_t *count = calloc((size_t)n_counters, sizeof(int64_t));
-    int64_t *idsum = calloc((size_t)n_counters, sizeof(int64_t));
-    uint8_t *seen = calloc((size_t)n_counters, 1);
-    int64_t *front = malloc(sizeof(int64_t) * (size_t)(n_counters > 0 ? n_counters : 1));
-    int64_t *next = malloc(sizeof(int64_t) * (size_t)(3 * m > 0 ? 3 * m : 1));
-    if (!count || !idsum || !seen || !front || !next) {
-        free(count); free(idsum); free(seen); free(front); free(next);
-        return -1;
-    }
-    for (int64_t i = 0; i < m; i++)
+/* One counter of the structural peel: its unpeeled items' count and id sum, and whether it is queued
+ * for the next round; together, so each visit touches one cache line (the counters of a 4 M-element
+ * gradient at 1 % density span ~1 MB, beyond a core's L2 as three separate arrays). */
+typedef struct {
+    int64_t idsum;
+    int32_t count;
+    int32_t seen;
+} counter_t;
+
+/* The rounds of one segment: items [i0, i1) whose counters all lie in [c0, c1), disjoint from every
+ * other segment's. Appends its items and pure-counter hashes in schedule order to items / ks and its
+ * items per round to round_len; returns its number of rounds. */
+static int64_t peel_segment(const int64_t *pos, int64_t i0, int64_t i1, int64_t c0, int64_t c1, counter_t *ctr,
+                            int64_t *front, int64_t *next, int64_t *items, int64_t *ks, int64_t *round_len) {
+    for (int64_t i = i0; i < i1; i++)
         for (int j = 0; j < 3; j++) {
-            count[pos[3 * i + j]] += 1;
-            idsum[pos[3 * i + j]] += i;
+            counter_t *c = ctr + pos[3 * i + j];
+            c->count += 1;
+            c->idsum += i;
         }
     int64_t n_front = 0;
-    for (int64_t c = 0; c < n_counters; c++)
-        if (count[c] == 1) front[n_front++] = c;
+    for (int64_t c = c0; c < c1; c++)
+        if (ctr[c].count == 1) front[n_front++] = c;
     int64_t rounds = 0, done = 0;
     while (n_front > 0) {
         /* reads against the counts at the start of the round */
         int64_t start = done;
         for (int64_t f = 0; f < n_front; f++) {
-            int64_t it = idsum[front[f]];
+            int64_t it = ctr[front[f]].idsum;
             const int64_t *pc = pos + 3 * it;
-            int k = count[pc[0]] == 1 ? 0 : count[pc[1]] == 1 ? 1 : count[pc[2]] == 1 ? 2 : 0;
+            int k = ctr[pc[0]].count == 1 ? 0 : ctr[pc[1]].count == 1 ? 1 : ctr[pc[2]].count == 1 ? 2 : 0;
             if (pc[k] != front[f]) continue;
-            out_items[done] = it;
-            out_k[done] = k;
+            items[done] = it;
+            ks[done] = k;
             done++;
         }
         for (int64_t d = start; d < done; d++)
             for (int j = 0; j < 3; j++) {
-                int64_t c = pos[3 * out_items[d] + j];
-                count[c] -= 1;
-                idsum[c] -= out_items[d];
+                counter_t *c = ctr + pos[3 * items[d] + j];
+                c->count -= 1;
+                c->idsum -= items[d];
             }
         int64_t n_next = 0;
         for (int64_t d = start; d < done; d++)
             for (int j = 0; j < 3; j++) {
-                int64_t c = pos[3 * out_items[d] + j];
-                if (count[c] == 1 && !seen[c]) {
-                    seen[c] = 1;
+                int64_t c = pos[3 * items[d] + j];
+                if (ctr[c].count == 1 && !ctr[c].seen) {
+                    ctr[c].seen = 1;
                     next[n_next++] = c;
                 }
             }
         for (int64_t f = 0; f < n_next; f++) {
-            seen[next[f]] = 0;
+            ctr[next[f]].seen = 0;
             front[f] = next[f];
         }
-        out_round_len[rounds++] = done - start;
+        round_len[rounds++] = done - start;
         n_front = n_next;
     }
-    free(count); free(idsum); free(seen); free(front); free(next);
+    return rounds;
+}
+
+/* pos: int64 [m, 3] counter positions; seg_items / seg_counters: [n_seg + 1] the segments' item and
+ * counter boundaries (sketches of separate buckets: one segment each, peeled while its counters are
+ * in cache); out_items / out_k: [m] the peeled items in schedule order and the hash of their pure
+ * counter; out_round_len: [m + 1] items per round. Round r is every segment's round r, segment after
+ * segment: the order the single pass over all counters gives, as each round's front is ordered by
+ * counter and so by segment. Returns the number of rounds, or -1 when memory runs out. */
+int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters, const int64_t *seg_items,
+                              const int64_t *seg_counters, int64_t n_seg, int64_t *out_items, int64_t *out_k,
+                              int64_t *out_round_len) {
+    counter_t *ctr = calloc((size_t)(n_counters > 0 ? n_counters : 1), sizeof(counter_t));
+    int64_t *front = malloc(sizeof(int64_t) * (size_t)(n_counters > 0 ? n_counters : 1));
+    int64_t *next = malloc(sizeof(int64_t) * (size_t)(3 * m > 0 ? 3 * m : 1));
+    int64_t *items = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));
+    int64_t *ks = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));
+    int64_t *lens = malloc(sizeof(int64_t) * (size_t)(m + n_seg + 1)); /* each segment's rounds, in turn */
+    int64_t *seg_rounds = malloc(sizeof(int64_t) * (size_t)(n_seg + 1));
+    int64_t *cursor = malloc(sizeof(int64_t) * (size_t)(n_seg + 1));
+    int64_t rounds = -1;
+    if (!ctr || !front || !next || !items || !ks || !lens || !seg_rounds || !cursor) goto out;
+    int64_t done = 0, n_lens = 0;
+    rounds = 0;
+    for (int64_t s = 0; s < n_seg; s++) {
+        seg_rounds[s] = peel_segment(pos, seg_items[s], seg_items[s + 1], seg_counters[s], seg_counters[s + 1],
+                                     ctr, front, next, items + done, ks + done, lens + n_lens);
+        cursor[s] = done;
+        for (int64_t r = 0; r < seg_rounds[s]; r++) done += lens[n_lens + r];
+        n_lens += seg_rounds[s];
+        if (seg_rounds[s] > rounds) rounds = seg_rounds[s];
+    }
+    int64_t w = 0;
+    for (int64_t r = 0; r < rounds; r++) {
+        int64_t start = w, at = 0;
+        for (int64_t s = 0; s < n_seg; s++) {
+            if (r < seg_rounds[s]) {
+                int64_t len = lens[at + r];
+                memcpy(out_items + w, items + cursor[s], sizeof(int64_t) * (size_t)len);
+                memcpy(out_k + w, ks + cursor[s], sizeof(int64_t) * (size_t)len);
+                cursor[s] += len;
+                w += len;
+            }
+            at += seg_rounds[s];
+        }
+        out_round_len[r] = w - start;
+    }
+out:
+    free(ctr); free(front); free(next); free(items); free(ks); free(lens); free(seg_rounds); free(cursor);
     return rounds;
 }
 
@@ -92,24 +145,91 @@ int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters,
 REPLAY(dynamix_peel_replay_f32, float)
 REPLAY(dynamix_peel_replay_f64, double)
 
+/* Set bits of a word, without a call into libgcc (no -mpopcnt here). */
+static inline int64_t pop64(uint64_t x) {
+    x = x - ((x >> 1) & UINT64_C(0x5555555555555555));
+    x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
+    x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+    return (int64_t)((x * UINT64_C(0x0101010101010101)) >> 56);
+}
+
 /* The set element indices of a bitmap of n elements (bit j of byte i is element 8i + j), ascending,
- * into out; with out NULL only their number. Returns their number. */
+ * into out; with out NULL only their number. Returns their number. Eight bytes at a time: a
+ * little-endian word's bit b is element 64w + b, so ctz walks the set bits in order. */
 int64_t dynamix_bitmap_nonzero(const uint8_t *bits, int64_t n_bytes, int64_t n, int64_t *out) {
-    int64_t w = 0;
-    for (int64_t i = 0; i < n_bytes; i++) {
-        uint8_t b = bits[i];
+    int64_t w = 0, words = n_bytes / 8;
+    for (int64_t i = 0; i <= words; i++) {
+        uint64_t b = 0;
+        memcpy(&b, bits + 8 * i, (size_t)(i < words ? 8 : n_bytes - 8 * words));
+        if (64 * (i + 1) > n && n - 64 * i < 64)  /* the last word: drop bits past n */
+            b &= n > 64 * i ? (UINT64_C(1) << (n - 64 * i)) - 1 : 0;
+        if (!out) {
+            w += pop64(b);
+            continue;
+        }
         while (b) {
-            int j = __builtin_ctz(b);
-            int64_t e = 8 * i + j;
-            if (e < n) {
-                if (out) out[w] = e;
-                w++;
-            }
-            b &= (uint8_t)(b - 1);
+            out[w++] = 64 * i + __builtin_ctzll(b);
+            b &= b - 1;
         }
     }
     return w;
 }
+
+/* The bitmap of x != 0 (NaN counts, -0.0 does not) into out [ceil(n/8)], bit j of byte i for element
+ * 8i + j: 64 elements to a little-endian word, four (two) compared at once where SSE2 exists. */
+#define PACK(NAME, T, WORD)                                                                         \
+    void NAME(const T *x, int64_t n, uint8_t *out) {                                                \
+        int64_t words = n / 64;                                                                     \
+        for (int64_t i = 0; i < words; i++) {                                                       \
+            uint64_t b = WORD(x + 64 * i);                                                          \
+            memcpy(out + 8 * i, &b, 8);                                                             \
+        }                                                                                           \
+        int64_t tail = n - 64 * words;                                                              \
+        if (tail) {                                                                                 \
+            uint64_t b = 0;                                                                         \
+            for (int64_t j = 0; j < tail; j++) b |= (uint64_t)(x[64 * words + j] != 0) << j;        \
+            memcpy(out + 8 * words, &b, (size_t)((tail + 7) / 8));                                  \
+        }                                                                                           \
+    }
+static inline uint64_t word_f32(const float *x) {
+    uint64_t b = 0;
+#if defined(__SSE2__)
+    __m128 z = _mm_setzero_ps();
+    for (int j = 0; j < 64; j += 4)
+        b |= (uint64_t)_mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(x + j), z)) << j;
+#else
+    for (int j = 0; j < 64; j++) b |= (uint64_t)(x[j] != 0) << j;
+#endif
+    return b;
+}
+static inline uint64_t word_f64(const double *x) {
+    uint64_t b = 0;
+#if defined(__SSE2__)
+    __m128d z = _mm_setzero_pd();
+    for (int j = 0; j < 64; j += 2)
+        b |= (uint64_t)_mm_movemask_pd(_mm_cmpneq_pd(_mm_loadu_pd(x + j), z)) << j;
+#else
+    for (int j = 0; j < 64; j++) b |= (uint64_t)(x[j] != 0) << j;
+#endif
+    return b;
+}
+PACK(dynamix_pack_nonzero_f32, float, word_f32)
+PACK(dynamix_pack_nonzero_f64, double, word_f64)
+
+/* The count sketch of w * g at the plan's items, added into sketch in item order (torch's index_add_
+ * order): item d adds sign * (w * g[items[d]]) to its three counters. Zeros are skipped: adding
+ * +-0.0 to a counter that starts at +0.0 changes no bit. */
+#define ENCODE(NAME, T)                                                                             \
+    void NAME(const int64_t *items, int64_t m, const int64_t *pos, const int64_t *sign, const T *g, \
+              double w, T *sketch) {                                                                \
+        for (int64_t d = 0; d < m; d++) {                                                           \
+            T v = g[items[d]] * (T)w;                                                               \
+            if (v == 0) continue;                                                                   \
+            for (int j = 0; j < 3; j++) sketch[pos[3 * d + j]] += (T)sign[3 * d + j] * v;          \
+        }                                                                                           \
+    }
+ENCODE(dynamix_sketch_encode_f32, float)
+ENCODE(dynamix_sketch_encode_f64, double)
 
 /* The count sketch's positions and signs of the items (element indices, each in bucket item / size)
  * from the hash table (dynamix/comm/hashing.py `bucket_positions`): per bucket its first counter,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dynamix.comm import bitmap
+from dynamix.comm import bitmap, native
 from dynamix.comm.hashing import bucket_positions
 from dynamix.comm.peel import Schedule, replay, schedule
 
@@ -70,12 +70,15 @@ class Plan:
         return self.n_counters + self.n_dense
 
 
-def _sketch(nz: torch.Tensor, sizes: torch.Tensor, attempt: torch.Tensor, seed: int):
+def _sketch(nz: torch.Tensor, m_b: torch.Tensor, sizes: torch.Tensor, attempt: torch.Tensor, seed: int):
     """Items of the buckets with ``sizes`` > 0 counters, their positions and signs, and the peel schedule."""
-    items = nz[sizes[nz // BUCKET] > 0]
+    items = nz if bool(((sizes > 0) | (m_b == 0)).all()) else nz[sizes[nz // BUCKET] > 0]
     offsets = torch.cumsum(sizes, 0) - sizes
     pos, sign = bucket_positions(items, BUCKET, offsets, sizes, attempt, seed, ATTEMPTS)
-    return items, pos, sign, schedule(pos, int(sizes.sum()))
+    zero = torch.zeros(1, dtype=torch.int64, device=nz.device)
+    sketched = sizes > 0  # one peeling segment per sketched bucket
+    segments = (torch.cat([zero, torch.cumsum(m_b[sketched], 0)]), torch.cat([zero, torch.cumsum(sizes[sketched], 0)]))
+    return items, pos, sign, schedule(pos, int(sizes.sum()), segments)
 
 
 def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
@@ -88,7 +91,8 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     n_buckets, dev = max(math.ceil(n / BUCKET), 1), nz.device
     bucket_len = torch.full((n_buckets,), BUCKET, dtype=torch.int64, device=dev)
     bucket_len[-1] = n - BUCKET * (n_buckets - 1)
-    m_b = torch.bincount(nz // BUCKET, minlength=n_buckets)
+    bounds = torch.arange(n_buckets + 1, dtype=torch.int64, device=dev) * BUCKET
+    m_b = torch.diff(torch.searchsorted(nz, bounds))  # nz ascending: items per bucket
     sizes = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # final counters per bucket, 0 = not sketched
     chosen = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # the attempt whose size and hashes peeled
     pending = m_b > 0
@@ -99,7 +103,7 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
         if not bool(pending.any()):
             break
         test = torch.where(pending, trial, 0)
-        items, pos, sign, sched = _sketch(nz, test, torch.full_like(test, attempt), seed)
+        items, pos, sign, sched = _sketch(nz, m_b, test, torch.full_like(test, attempt), seed)
         failed = torch.zeros(n_buckets, dtype=torch.bool, device=dev)
         failed[items[sched.unpeeled] // BUCKET] = True
         sizes = torch.where(pending & ~failed, trial, sizes)
@@ -109,7 +113,7 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     if first is not None and torch.equal(first[0], sizes):  # the common case: everything peeled at once
         items, pos, sign, sched = first[1]
     else:
-        items, pos, sign, sched = _sketch(nz, sizes, chosen, seed)
+        items, pos, sign, sched = _sketch(nz, m_b, sizes, chosen, seed)
     dense_b = ((m_b > 0) & (sizes == 0)).nonzero().squeeze(1).tolist()
     dense = [(b * BUCKET, b * BUCKET + int(bucket_len[b])) for b in dense_b]
     return Plan(n, items, pos, sign, sched, int(sizes.sum()), dense, len(dense_b))
@@ -176,15 +180,23 @@ class Codec:
         self.stats.decode_s += self.clock() - t
         return plan
 
-    def encode(self, g: torch.Tensor, plan: Plan) -> torch.Tensor:
-        """This rank's message: [count sketch | dense buckets]."""
+    def encode(self, g: torch.Tensor, plan: Plan, weight: float = 1.0) -> torch.Tensor:
+        """This rank's message of ``weight * g``: [count sketch | dense buckets]. The weight is applied
+        here, to the merged non-zeros and dense buckets only, rather than to all of ``g``."""
         t = self.clock()
         msg = torch.zeros(plan.message_len, dtype=g.dtype, device=g.device)
-        vals = (plan.sign.to(g.dtype) * g[plan.items][:, None]).reshape(-1)
-        msg[: plan.n_counters].index_add_(0, plan.pos.reshape(-1), vals)
+        lib = native.library() if g.device.type == "cpu" and g.dtype in native.SUFFIX and g.is_contiguous() else None
+        if lib is not None:
+            i64 = native.i64
+            getattr(lib, "dynamix_sketch_encode_" + native.SUFFIX[g.dtype])(
+                i64(plan.items), plan.items.numel(), i64(plan.pos), i64(plan.sign), native.ptr(g), weight,
+                native.ptr(msg))
+        else:
+            vals = (plan.sign.to(g.dtype) * (g[plan.items] * weight)[:, None]).reshape(-1)
+            msg[: plan.n_counters].index_add_(0, plan.pos.reshape(-1), vals)
         at = plan.n_counters
         for lo, hi in plan.dense:
-            msg[at : at + hi - lo] = g[lo:hi]
+            torch.mul(g[lo:hi], weight, out=msg[at : at + hi - lo])
             at += hi - lo
         s = self.stats
         s.encode_s += self.clock() - t
@@ -194,8 +206,9 @@ class Codec:
         s.fallbacks += plan.fallbacks
         return msg
 
-    def decode(self, msg: torch.Tensor, plan: Plan, out: torch.Tensor) -> None:
-        """Write the summed gradient into ``out`` from the summed message (consumed).
+    def decode(self, msg: torch.Tensor, plan: Plan, out: torch.Tensor) -> float:
+        """Write the summed gradient into ``out`` from the summed message (consumed); returns its
+        squared norm, summed over what was written (the rest of ``out`` is zero).
 
         ``out`` must be zero outside the merged support, as the encoded gradient is (its support is
         part of the merge): decoding in place writes only the merged non-zeros and dense buckets.
@@ -203,11 +216,15 @@ class Codec:
         t = self.clock()
         values = replay(plan.sched, plan.pos, plan.sign, msg[: plan.n_counters])
         out[plan.items] = values
+        sq = float(values.dot(values))
         at = plan.n_counters
         for lo, hi in plan.dense:
-            out[lo:hi] = msg[at : at + hi - lo]
+            part = msg[at : at + hi - lo]
+            out[lo:hi] = part
+            sq += float(part.dot(part))
             at += hi - lo
         self.stats.decode_s += self.clock() - t
+        return sq
 
 
 def reduce_in_process(grads: list[torch.Tensor], seed: int,

@@ -1,8 +1,8 @@
 """The C loops of the codec (``codec.c``), built on first use and loaded with ctypes.
 
-The tensor versions of the structural peel, the replay, the sketch's hash positions and the bitmap's
-set positions spend most of their time in the fixed cost of small tensor operations (tens per peeling
-round) and their temporaries; on the CPU one pass of C does the same work several times faster
+The tensor versions of the structural peel, the replay, the sketch's hash positions, the encoder and the
+bitmaps spend most of their time in the fixed cost of small tensor operations (tens per peeling round)
+and their temporaries; on the CPU one pass of C does the same work several times faster
 (``benchmarks/bench_lhc.py``). The library is compiled with the system C compiler (``$CC``, else ``cc``) into ``$DYNAMIX_NATIVE_CACHE`` (default
 ``~/.cache/dynamix``), named by the hash of its source, so an edited source is rebuilt and concurrent
 builds do not collide. Without a compiler, or with ``DYNAMIX_NATIVE=0``, :func:`library` returns None
@@ -28,12 +28,18 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("codec.c")
 _I64 = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
-    "dynamix_peel_schedule": ([_I64, ctypes.c_int64, ctypes.c_int64, _I64, _I64, _I64], ctypes.c_int64),
+    "dynamix_peel_schedule": ([_I64, ctypes.c_int64, ctypes.c_int64, _I64, _I64, ctypes.c_int64, _I64, _I64, _I64],
+                              ctypes.c_int64),
     "dynamix_peel_replay_f32": ([_I64, _I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_void_p], None),
     "dynamix_peel_replay_f64": ([_I64, _I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_void_p], None),
     "dynamix_hash_positions": ([_I64, _I64, ctypes.c_int64, ctypes.c_int64, _I64, _I64, _I64, _I64, _I64], None),
     "dynamix_bitmap_nonzero": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], ctypes.c_int64),
+    "dynamix_pack_nonzero_f32": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None),
+    "dynamix_pack_nonzero_f64": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None),
+    "dynamix_sketch_encode_f32": ([_I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p], None),
+    "dynamix_sketch_encode_f64": ([_I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p], None),
 }
+SUFFIX = {torch.float32: "f32", torch.float64: "f64"}  # the dtypes the C loops take
 
 
 def ptr(t: torch.Tensor) -> ctypes.c_void_p:

@@ -7,7 +7,7 @@ items peel, from which counter and in which round depends on the index and the h
 schedule is computed once from the index (:func:`schedule`), before any value is sent: a bucket that
 would not peel completely is known in advance and goes dense instead (lossless by construction).
 :func:`replay` then decodes the summed sketch along the schedule. Both loop over peeling rounds
-(tens), never over items in Python; on the CPU the schedule is one pass of C (``peel.c``).
+(tens), never over items in Python; on the CPU both are one pass of C (``codec.c``).
 """
 
 from __future__ import annotations
@@ -21,28 +21,46 @@ from dynamix.comm import native
 
 @dataclass(frozen=True)
 class Schedule:
-    """Peeling rounds: ``items[r]`` peel in round r, each read from its counter ``hash_k[r]`` (its pure
-    counter, ``pos[items[r], hash_k[r]]``)."""
+    """Peeling rounds, flat: ``order`` lists the peeled items round after round (``round_len`` items
+    each), every one read from its counter ``pos[item, hash_k]`` (its pure counter)."""
 
-    items: list[torch.Tensor]
-    hash_k: list[torch.Tensor]
+    order: torch.Tensor  # int64 [peeled]
+    order_k: torch.Tensor  # int64 [peeled]
+    round_len: list[int]
     unpeeled: torch.Tensor  # bool [m]: items no round peeled (their buckets must go dense)
 
+    @property
+    def items(self) -> list[torch.Tensor]:
+        """The items of each round."""
+        return list(self.order.split(self.round_len))
 
-def schedule(pos: torch.Tensor, n_counters: int) -> Schedule:
+    @property
+    def hash_k(self) -> list[torch.Tensor]:
+        """Each round's items' pure-counter hashes."""
+        return list(self.order_k.split(self.round_len))
+
+
+def schedule(pos: torch.Tensor, n_counters: int, segments: tuple[torch.Tensor, torch.Tensor] | None = None) -> Schedule:
     """Peel the hypergraph with item->counter positions ``pos`` [m, 3] structurally.
 
-    On the CPU the C pass of :mod:`dynamix.comm.native` computes it when it can be built; elsewhere,
-    or without a compiler, :func:`schedule_vectorised`. Both give the same rounds (a test)."""
+    ``segments``, when given, are [S + 1] item and counter boundaries of independent sub-sketches
+    (one per bucket: items and counters contiguous, no counter shared): the C pass peels them one at a
+    time, each while its counters are in cache, with the same result. On the CPU the C pass of
+    :mod:`dynamix.comm.native` computes it when it can be built; elsewhere, or without a compiler,
+    :func:`schedule_vectorised`. Both give the same rounds (a test)."""
     lib = native.library() if pos.device.type == "cpu" else None
     if lib is None:
         return schedule_vectorised(pos, n_counters)
     m = pos.shape[0]
     pos = pos.contiguous()
+    if segments is None:
+        segments = torch.tensor([0, m]), torch.tensor([0, n_counters])
+    seg_items, seg_counters = (t.to(torch.int64).contiguous() for t in segments)
     items, ks = torch.empty(m, dtype=torch.int64), torch.empty(m, dtype=torch.int64)
     lens = torch.empty(m + 1, dtype=torch.int64)
     i64 = native.i64
-    rounds = lib.dynamix_peel_schedule(i64(pos), m, n_counters, i64(items), i64(ks), i64(lens))
+    rounds = lib.dynamix_peel_schedule(i64(pos), m, n_counters, i64(seg_items), i64(seg_counters),
+                                       seg_items.numel() - 1, i64(items), i64(ks), i64(lens))
     if rounds < 0:
         raise MemoryError(f"peeling {m} items over {n_counters} counters")
     sizes = lens[:rounds].tolist()
@@ -50,7 +68,7 @@ def schedule(pos: torch.Tensor, n_counters: int) -> Schedule:
     items, ks = items[:done], ks[:done]
     unpeeled = torch.ones(m, dtype=torch.bool)
     unpeeled[items] = False
-    return Schedule(list(items.split(sizes)), list(ks.split(sizes)), unpeeled)
+    return Schedule(items, ks, sizes, unpeeled)
 
 
 def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
@@ -88,10 +106,10 @@ def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
         first.scatter_reduce_(0, touched, order, reduce="amin")
         pure = touched[first[touched] == order]
         first[touched] = 1 << 62
-    peeled = torch.zeros(m, dtype=torch.bool, device=dev)
-    for it in items:
-        peeled[it] = True
-    return Schedule(items, ks, ~peeled)
+    order = torch.cat(items) if items else torch.zeros(0, dtype=torch.int64, device=dev)
+    unpeeled = torch.ones(m, dtype=torch.bool, device=dev)
+    unpeeled[order] = False
+    return Schedule(order, torch.cat(ks) if ks else torch.zeros_like(order), [len(it) for it in items], unpeeled)
 
 
 def replay(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch.Tensor) -> torch.Tensor:
@@ -101,20 +119,15 @@ def replay(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch
     item), so reading all of a round's counters before subtracting any is the sequential peel, which
     the C loop runs on the CPU (bit for bit the same, a test); :func:`replay_vectorised` elsewhere.
     """
-    lib = native.library() if sketch.device.type == "cpu" and sketch.dtype in _C_REPLAY else None
+    lib = native.library() if sketch.device.type == "cpu" and sketch.dtype in native.SUFFIX else None
     if lib is None or not sketch.is_contiguous():
         return replay_vectorised(sched, pos, sign, sketch)
     values = torch.zeros(pos.shape[0], dtype=sketch.dtype)
-    if not sched.items:
-        return values
-    items, ks = torch.cat(sched.items), torch.cat(sched.hash_k)
     pos, sign = pos.contiguous(), sign.contiguous()
-    getattr(lib, _C_REPLAY[sketch.dtype])(native.i64(items), native.i64(ks), items.numel(), native.i64(pos),
-                                          native.i64(sign), native.ptr(sketch), native.ptr(values))
+    getattr(lib, "dynamix_peel_replay_" + native.SUFFIX[sketch.dtype])(
+        native.i64(sched.order), native.i64(sched.order_k), sched.order.numel(), native.i64(pos),
+        native.i64(sign), native.ptr(sketch), native.ptr(values))
     return values
-
-
-_C_REPLAY = {torch.float32: "dynamix_peel_replay_f32", torch.float64: "dynamix_peel_replay_f64"}
 
 
 def replay_vectorised(sched: Schedule, pos: torch.Tensor, sign: torch.Tensor, sketch: torch.Tensor) -> torch.Tensor:

@@ -152,15 +152,13 @@ class LHCRingSync:
 
     def reduce(self, weight: float, global_batch: int, lr_scale: float, flags: int) -> float:
         """Eq. (1) through the compressed collectives; returns |g|^2 of the aggregated gradient."""
-        g = self.flat.grad
-        g.mul_(weight)
+        g = self.flat.grad  # weighted in the encoder: one pass over the gradient fewer
         index = self.codec.index(g)
         dist.all_reduce(index, op=dist.ReduceOp.BOR, group=self.group)
         plan = self.codec.plan(index, g.numel())
-        msg = self.codec.encode(g, plan)
+        msg = self.codec.encode(g, plan, weight)
         dist.all_reduce(msg, op=dist.ReduceOp.SUM, group=self.group)
-        self.codec.decode(msg, plan, g)
-        return float(g.dot(g))
+        return self.codec.decode(msg, plan, g)
 
 
 class LHCPSClient:
@@ -181,19 +179,16 @@ class LHCPSClient:
         _wait([dist.broadcast(t, src=r, group=g, async_op=True) for t, (r, g) in zip(tensors, pairs)])
 
     def reduce(self, weight: float, global_batch: int, lr_scale: float, flags: int) -> float:
-        g = self.flat.grad
-        g.mul_(weight)
+        g = self.flat.grad  # weighted in the encoder
         shards = [g[s.start : s.start + s.numel] for s in self.flat.shards]
         indexes = [self.codec.index(x, flags if self.rank == 0 else 0) for x in shards]
         self._round_trip(indexes, dist.ReduceOp.BOR)
         if flags & FLAG_STOP:
             return 0.0
         plans = [self.codec.plan(i, x.numel()) for i, x in zip(indexes, shards)]
-        msgs = [self.codec.encode(x, p) for x, p in zip(shards, plans)]
+        msgs = [self.codec.encode(x, p, weight) for x, p in zip(shards, plans)]
         self._round_trip(msgs, dist.ReduceOp.SUM)
-        for m, p, x in zip(msgs, plans, shards):
-            self.codec.decode(m, p, x)
-        return float(g.dot(g))
+        return sum(self.codec.decode(m, p, x) for m, p, x in zip(msgs, plans, shards))
 
     def stop(self) -> None:
         """Tell the servers to leave their loop."""
