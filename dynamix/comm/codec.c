@@ -177,11 +177,11 @@ int64_t dynamix_bitmap_nonzero(const uint8_t *bits, int64_t n_bytes, int64_t n, 
 
 /* The bitmap of x != 0 (NaN counts, -0.0 does not) into out [ceil(n/8)], bit j of byte i for element
  * 8i + j: 64 elements to a little-endian word, four (two) compared at once where SSE2 exists. */
-#define PACK(NAME, T, WORD)                                                                         \
+#define PACK(NAME, T, WORDFN)                                                                       \
     void NAME(const T *x, int64_t n, uint8_t *out) {                                                \
         int64_t words = n / 64;                                                                     \
         for (int64_t i = 0; i < words; i++) {                                                       \
-            uint64_t b = WORD(x + 64 * i);                                                          \
+            uint64_t b = WORDFN(x + 64 * i);                                                        \
             memcpy(out + 8 * i, &b, 8);                                                             \
         }                                                                                           \
         int64_t tail = n - 64 * words;                                                              \
@@ -191,28 +191,24 @@ int64_t dynamix_bitmap_nonzero(const uint8_t *bits, int64_t n_bytes, int64_t n, 
             memcpy(out + 8 * words, &b, (size_t)((tail + 7) / 8));                                  \
         }                                                                                           \
     }
-static inline uint64_t word_f32(const float *x) {
-    uint64_t b = 0;
 #if defined(__SSE2__)
-    __m128 z = _mm_setzero_ps();
-    for (int j = 0; j < 64; j += 4)
-        b |= (uint64_t)_mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(x + j), z)) << j;
+#define WORD(NAME, T, VEC, ZERO, LOAD, CMPNEQ, MOVEMASK, LANES)                                     \
+    static inline uint64_t NAME(const T *x) {                                                       \
+        uint64_t b = 0;                                                                             \
+        VEC z = ZERO();                                                                             \
+        for (int j = 0; j < 64; j += LANES) b |= (uint64_t)MOVEMASK(CMPNEQ(LOAD(x + j), z)) << j;   \
+        return b;                                                                                   \
+    }
 #else
-    for (int j = 0; j < 64; j++) b |= (uint64_t)(x[j] != 0) << j;
+#define WORD(NAME, T, ...)                                                                          \
+    static inline uint64_t NAME(const T *x) {                                                       \
+        uint64_t b = 0;                                                                             \
+        for (int j = 0; j < 64; j++) b |= (uint64_t)(x[j] != 0) << j;                              \
+        return b;                                                                                   \
+    }
 #endif
-    return b;
-}
-static inline uint64_t word_f64(const double *x) {
-    uint64_t b = 0;
-#if defined(__SSE2__)
-    __m128d z = _mm_setzero_pd();
-    for (int j = 0; j < 64; j += 2)
-        b |= (uint64_t)_mm_movemask_pd(_mm_cmpneq_pd(_mm_loadu_pd(x + j), z)) << j;
-#else
-    for (int j = 0; j < 64; j++) b |= (uint64_t)(x[j] != 0) << j;
-#endif
-    return b;
-}
+WORD(word_f32, float, __m128, _mm_setzero_ps, _mm_loadu_ps, _mm_cmpneq_ps, _mm_movemask_ps, 4)
+WORD(word_f64, double, __m128d, _mm_setzero_pd, _mm_loadu_pd, _mm_cmpneq_pd, _mm_movemask_pd, 2)
 PACK(dynamix_pack_nonzero_f32, float, word_f32)
 PACK(dynamix_pack_nonzero_f64, double, word_f64)
 
