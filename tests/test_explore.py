@@ -9,6 +9,7 @@ import math
 import nbformat
 import numpy as np
 import pandas as pd
+import papermill
 import pytest
 import yaml
 
@@ -49,6 +50,8 @@ def test_playground_notebook_is_thin_stripped_literal_and_not_a_stage():
         ast.literal_eval(stmt.value)  # literals only: papermill injects overrides after this cell
     names = {t.id for s in ast.parse(code[0].source).body for t in s.targets}
     assert names == {"cluster", "policies", "profile", "workload", "epochs", "seeds", "out_dir", "open_run"}
+    # papermill reads every line (a comment holding "=" made it drop the parameter, with a warning)
+    assert set(papermill.inspect_notebook(str(NOTEBOOK))) == names
     assert "explore" not in (paths.ROOT / "dvc.yaml").read_text()
 
 

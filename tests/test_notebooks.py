@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pandas as pd
+import papermill
 import pytest
 
 from dynamix import cluster, config, paths
@@ -60,6 +61,7 @@ def test_notebook_is_stripped_thin_and_parameterised(path):
         )
     names = {t.id for s in ast.parse(first.source).body for t in s.targets}
     assert names == {"profile", "results_dir"}
+    assert set(papermill.inspect_notebook(str(path))) == names  # papermill reads every line of it
 
 
 def _execute(name: str, results: Path, cwd: Path) -> Path:
