@@ -95,9 +95,12 @@ def test_dense_fallback_when_the_sketch_would_not_be_smaller_and_result_is_still
 
 
 def test_a_bucket_that_cannot_peel_goes_dense_and_stays_exact(monkeypatch):
-    """Force every sketch size to fail the structural peel: no estimate, the bucket is sent dense."""
+    """Force every sketch size to fail the structural peel: no estimate, the bucket is sent dense
+    (the tensor plan, whose peel can be replaced; the C plan gives the same plans, a test)."""
     import dynamix.comm.lhc as lhc
+    from dynamix.comm import native
 
+    monkeypatch.setattr(lhc.native, "library", lambda: None)
     real = lhc.schedule
 
     def unpeelable(pos, n_counters, segments=None):
@@ -252,6 +255,45 @@ def test_the_c_encoder_is_the_tensor_version_and_weights_only_what_it_sends(dtyp
     sq = codec.decode(total, plan, out)
     want = (torch.stack(grads) * torch.tensor(0.3, dtype=dtype)).sum(0)
     assert torch.allclose(out, want, rtol=0, atol=1e-5) and sq == pytest.approx(float(want.dot(want)), rel=1e-5)
+
+
+@pytest.mark.parametrize("density, n", [(0.0, 5000), (0.0005, 3 * BUCKET + 77), (0.002, 40 * BUCKET),
+                                        (0.01, 2 * BUCKET), (0.2, BUCKET + 9), (0.9, BUCKET)])
+def test_the_c_plan_is_the_tensor_plan(density, n, monkeypatch):
+    """Buckets that re-hash (some of the 40 at 0.2 %), go dense (0.9: the sketch would not be
+    smaller) and empty ones: the C pass plans exactly what the tensor version plans."""
+    from dynamix.comm import native
+
+    if native.library() is None:
+        pytest.skip("no C compiler here: the tensor version runs")
+    gen = torch.Generator().manual_seed(int(density * 1e4) + n)
+    nz = (torch.rand(n, generator=gen) < density).nonzero().squeeze(1)
+    fast = make_plan(nz, n, 13)
+    monkeypatch.setattr(native, "library", lambda: None)
+    ref = make_plan(nz, n, 13)
+    for field in ("items", "pos", "sign"):
+        assert torch.equal(getattr(fast, field), getattr(ref, field)), field
+    for field in ("order", "order_k", "unpeeled"):
+        assert torch.equal(getattr(fast.sched, field), getattr(ref.sched, field)), field
+    assert fast.sched.round_len == ref.sched.round_len
+    assert (fast.n_counters, fast.dense, fast.fallbacks) == (ref.n_counters, ref.dense, ref.fallbacks)
+    if density == 0.9:
+        assert fast.fallbacks == 1 and fast.n_counters == 0
+    if density == 0.002:  # some bucket took a second, larger sketch
+        m_b = torch.bincount(nz // BUCKET, minlength=40)
+        assert fast.n_counters > int(counters(m_b).sum())
+
+
+def test_a_re_hashed_bucket_decodes_exactly():
+    """About 130 merged items a bucket: some first sketches do not peel and take a larger one; the
+    result is still exact."""
+    gen = torch.Generator().manual_seed(21)
+    grads = [sparse(40 * BUCKET, 0.0005, gen) for _ in range(4)]
+    out, codec, plan = aggregate(grads)
+    assert torch.equal(out, torch.stack(grads).sum(0))
+    merged = torch.stack(grads).ne(0).any(0)
+    m_b = merged.view(40, BUCKET).sum(1)
+    assert plan.n_counters > int(counters(m_b).sum()), "no bucket needed a second sketch size"
 
 
 def test_without_a_compiler_the_tensor_versions_run_and_say_so_once(tmp_path, monkeypatch, caplog):

@@ -78,12 +78,36 @@ static int64_t peel_segment(const int64_t *pos, int64_t i0, int64_t i1, int64_t 
     return rounds;
 }
 
+/* Interleaves the segments' rounds: n_seg segments, segment s with seg_rounds[s] rounds whose lengths
+ * follow each other in lens (segment after segment) and whose items and hashes start at items / ks +
+ * cursor[s] (consumed). Round r of the result is every segment's round r, segment after segment: the
+ * order one pass over all counters gives, as each round's front is ordered by counter and so by
+ * segment. */
+static void merge_rounds(const int64_t *items, const int64_t *ks, const int64_t *lens, const int64_t *seg_rounds,
+                         int64_t *cursor, int64_t n_seg, int64_t rounds, int64_t *order, int64_t *order_k,
+                         int64_t *round_len) {
+    int64_t w = 0;
+    for (int64_t r = 0; r < rounds; r++) {
+        int64_t start = w, at = 0;
+        for (int64_t s = 0; s < n_seg; s++) {
+            if (r < seg_rounds[s]) {
+                int64_t len = lens[at + r];
+                memcpy(order + w, items + cursor[s], sizeof(int64_t) * (size_t)len);
+                memcpy(order_k + w, ks + cursor[s], sizeof(int64_t) * (size_t)len);
+                cursor[s] += len;
+                w += len;
+            }
+            at += seg_rounds[s];
+        }
+        round_len[r] = w - start;
+    }
+}
+
 /* pos: int64 [m, 3] counter positions; seg_items / seg_counters: [n_seg + 1] the segments' item and
  * counter boundaries (sketches of separate buckets: one segment each, peeled while its counters are
  * in cache); out_items / out_k: [m] the peeled items in schedule order and the hash of their pure
- * counter; out_round_len: [m + 1] items per round. Round r is every segment's round r, segment after
- * segment: the order the single pass over all counters gives, as each round's front is ordered by
- * counter and so by segment. Returns the number of rounds, or -1 when memory runs out. */
+ * counter; out_round_len: [m + 1] items per round (merge_rounds). Returns the number of rounds, or -1
+ * when memory runs out. */
 int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters, const int64_t *seg_items,
                               const int64_t *seg_counters, int64_t n_seg, int64_t *out_items, int64_t *out_k,
                               int64_t *out_round_len) {
@@ -107,21 +131,7 @@ int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters,
         n_lens += seg_rounds[s];
         if (seg_rounds[s] > rounds) rounds = seg_rounds[s];
     }
-    int64_t w = 0;
-    for (int64_t r = 0; r < rounds; r++) {
-        int64_t start = w, at = 0;
-        for (int64_t s = 0; s < n_seg; s++) {
-            if (r < seg_rounds[s]) {
-                int64_t len = lens[at + r];
-                memcpy(out_items + w, items + cursor[s], sizeof(int64_t) * (size_t)len);
-                memcpy(out_k + w, ks + cursor[s], sizeof(int64_t) * (size_t)len);
-                cursor[s] += len;
-                w += len;
-            }
-            at += seg_rounds[s];
-        }
-        out_round_len[r] = w - start;
-    }
+    merge_rounds(items, ks, lens, seg_rounds, cursor, n_seg, rounds, out_items, out_k, out_round_len);
 out:
     free(ctr); free(front); free(next); free(items); free(ks); free(lens); free(seg_rounds); free(cursor);
     return rounds;
@@ -227,19 +237,96 @@ PACK(dynamix_pack_nonzero_f64, double, word_f64)
 ENCODE(dynamix_sketch_encode_f32, float)
 ENCODE(dynamix_sketch_encode_f64, double)
 
+/* One item's three counters and signs: local position `local` in its bucket, read from row `attempt`
+ * of the hash table (`size` entries a row), in a sketch of 3q counters starting at `offset`. */
+static inline void hash_item(const int64_t *table, int64_t local, int64_t size, int64_t attempt, int64_t offset,
+                             int64_t q, int64_t *pos, int64_t *sign) {
+    const int64_t mask = (1 << 20) - 1;
+    int64_t h = table[local + size * attempt];
+    for (int k = 0; k < 3; k++) {
+        pos[k] = offset + k * q + ((((h >> (20 * k)) & mask) * q) >> 20);
+        sign[k] = 1 - 2 * ((h >> (60 + k)) & 1);
+    }
+}
+
 /* The count sketch's positions and signs of the items (element indices, each in bucket item / size)
  * from the hash table (dynamix/comm/hashing.py `bucket_positions`): per bucket its first counter,
  * its number of counters C = 3q and the sketch attempt whose table rows it reads. */
 void dynamix_hash_positions(const int64_t *table, const int64_t *items, int64_t m, int64_t size,
                             const int64_t *offsets, const int64_t *sizes, const int64_t *attempts,
                             int64_t *pos, int64_t *sign) {
-    const int64_t mask = (1 << 20) - 1;
     for (int64_t i = 0; i < m; i++) {
-        int64_t b = items[i] / size, local = items[i] % size, q = sizes[b] / 3;
-        int64_t h = table[local + size * attempts[b]];
-        for (int k = 0; k < 3; k++) {
-            pos[3 * i + k] = offsets[b] + k * q + ((((h >> (20 * k)) & mask) * q) >> 20);
-            sign[3 * i + k] = 1 - 2 * ((h >> (60 + k)) & 1);
+        int64_t b = items[i] / size;
+        hash_item(table, items[i] % size, size, attempts[b], offsets[b], sizes[b] / 3, pos + 3 * i, sign + 3 * i);
+    }
+}
+
+/* The whole plan (dynamix/comm/lhc.py `make_plan`) in one pass over the buckets: bucket b holds the
+ * merged non-zeros nz[first[b] .. first[b+1]) of its len[b] elements; trial[a * nb + b] is its sketch
+ * size at attempt a. Each non-empty bucket takes the first attempt whose size is below len[b] and whose
+ * sketch peels, else it is sent dense (size 0); its counters follow the sketched buckets before it,
+ * so its positions are final when it is hashed and only a failed bucket is hashed and peeled again.
+ * Out: sizes, chosen [nb]; the sketched items with their positions and signs ([*n_kept], [*n_kept, 3]);
+ * the schedule as dynamix_peel_schedule gives it for them. Returns its rounds, or -1 when memory runs
+ * out. */
+int64_t dynamix_plan(const int64_t *nz, const int64_t *first, const int64_t *len, int64_t nb, const int64_t *trial,
+                     int64_t attempts, const int64_t *table, int64_t size, int64_t *sizes, int64_t *chosen,
+                     int64_t *out_items, int64_t *out_pos, int64_t *out_sign, int64_t *order, int64_t *order_k,
+                     int64_t *round_len, int64_t *n_kept) {
+    int64_t m = first[nb], cap = 1, most = 1;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t big = 0;
+        for (int64_t a = 0; a < attempts; a++)
+            if (trial[a * nb + b] > big) big = trial[a * nb + b];
+        cap += big;
+        if (big > most) most = big;
+    }
+    counter_t *ctr = malloc(sizeof(counter_t) * (size_t)cap);
+    int64_t *front = malloc(sizeof(int64_t) * (size_t)most);
+    int64_t *next = malloc(sizeof(int64_t) * (size_t)(3 * m + 1));
+    int64_t *items = malloc(sizeof(int64_t) * (size_t)(m + 1));
+    int64_t *ks = malloc(sizeof(int64_t) * (size_t)(m + 1));
+    int64_t *lens = malloc(sizeof(int64_t) * (size_t)(m + nb + 1));
+    int64_t *seg_rounds = malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    int64_t *cursor = malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    int64_t rounds = -1;
+    if (!ctr || !front || !next || !items || !ks || !lens || !seg_rounds || !cursor) goto out;
+    int64_t kept = 0, offset = 0, n_lens = 0, n_seg = 0;
+    rounds = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t mb = first[b + 1] - first[b];
+        sizes[b] = 0;
+        chosen[b] = 0;
+        if (mb == 0) continue;
+        for (int64_t a = 0; a < attempts; a++) {
+            int64_t c = trial[a * nb + b];
+            if (c >= len[b]) break; /* a sketch no smaller than the bucket: send the bucket */
+            for (int64_t i = 0; i < mb; i++) {
+                int64_t e = nz[first[b] + i];
+                out_items[kept + i] = e;
+                hash_item(table, e % size, size, a, offset, c / 3, out_pos + 3 * (kept + i), out_sign + 3 * (kept + i));
+            }
+            memset(ctr + offset, 0, sizeof(counter_t) * (size_t)c);
+            int64_t r = peel_segment(out_pos, kept, kept + mb, offset, offset + c, ctr, front, next, items + kept,
+                                     ks + kept, lens + n_lens);
+            int64_t done = 0;
+            for (int64_t j = 0; j < r; j++) done += lens[n_lens + j];
+            if (done == mb) {
+                sizes[b] = c;
+                chosen[b] = a;
+                seg_rounds[n_seg] = r;
+                cursor[n_seg++] = kept;
+                n_lens += r;
+                if (r > rounds) rounds = r;
+                kept += mb;
+                offset += c;
+                break;
+            }
         }
     }
+    merge_rounds(items, ks, lens, seg_rounds, cursor, n_seg, rounds, order, order_k, round_len);
+    *n_kept = kept;
+out:
+    free(ctr); free(front); free(next); free(items); free(ks); free(lens); free(seg_rounds); free(cursor);
+    return rounds;
 }

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dynamix.comm import bitmap, native
+from dynamix.comm import bitmap, hashing, native
 from dynamix.comm.hashing import bucket_positions
 from dynamix.comm.peel import Schedule, replay, schedule
 
@@ -92,7 +92,11 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     bucket_len = torch.full((n_buckets,), BUCKET, dtype=torch.int64, device=dev)
     bucket_len[-1] = n - BUCKET * (n_buckets - 1)
     bounds = torch.arange(n_buckets + 1, dtype=torch.int64, device=dev) * BUCKET
-    m_b = torch.diff(torch.searchsorted(nz, bounds))  # nz ascending: items per bucket
+    first = torch.searchsorted(nz, bounds)  # nz ascending: bucket b holds nz[first[b]:first[b + 1]]
+    m_b = torch.diff(first)
+    lib = native.library() if dev.type == "cpu" else None
+    if lib is not None:
+        return _plan_native(lib, nz.contiguous(), n, seed, first, m_b, bucket_len)
     sizes = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # final counters per bucket, 0 = not sketched
     chosen = torch.zeros(n_buckets, dtype=torch.int64, device=dev)  # the attempt whose size and hashes peeled
     pending = m_b > 0
@@ -117,6 +121,30 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     dense_b = ((m_b > 0) & (sizes == 0)).nonzero().squeeze(1).tolist()
     dense = [(b * BUCKET, b * BUCKET + int(bucket_len[b])) for b in dense_b]
     return Plan(n, items, pos, sign, sched, int(sizes.sum()), dense, len(dense_b))
+
+
+def _plan_native(lib, nz: torch.Tensor, n: int, seed: int, first: torch.Tensor, m_b: torch.Tensor,
+                 bucket_len: torch.Tensor) -> Plan:
+    """:func:`make_plan` as one C pass over the buckets (``dynamix_plan`` in ``codec.c``): each bucket is
+    hashed at its final offset and peeled once, again only if it failed; the same plan (a test)."""
+    n_buckets, m = m_b.numel(), nz.numel()
+    trial = torch.stack([counters(m_b, a) for a in range(ATTEMPTS)]).contiguous()
+    tab = hashing.table(seed, BUCKET, ATTEMPTS)
+    sizes, chosen = torch.empty(n_buckets, dtype=torch.int64), torch.empty(n_buckets, dtype=torch.int64)
+    items, order, order_k = (torch.empty(m, dtype=torch.int64) for _ in range(3))
+    pos, sign = torch.empty(m, 3, dtype=torch.int64), torch.empty(m, 3, dtype=torch.int64)
+    lens, kept = torch.empty(m + 1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+    i64 = native.i64
+    rounds = lib.dynamix_plan(i64(nz), i64(first), i64(bucket_len), n_buckets, i64(trial), ATTEMPTS, i64(tab), BUCKET,
+                              i64(sizes), i64(chosen), i64(items), i64(pos), i64(sign), i64(order), i64(order_k),
+                              i64(lens), i64(kept))
+    if rounds < 0:
+        raise MemoryError(f"planning the sketch of {m} items")
+    k, round_len = int(kept), lens[:rounds].tolist()
+    sched = Schedule(order[:k], order_k[:k], round_len, torch.zeros(k, dtype=torch.bool))
+    dense_b = ((m_b > 0) & (sizes == 0)).nonzero().squeeze(1).tolist()
+    dense = [(b * BUCKET, b * BUCKET + int(bucket_len[b])) for b in dense_b]
+    return Plan(n, items[:k], pos[:k], sign[:k], sched, int(sizes.sum()), dense, len(dense_b))
 
 
 def index_words(n: int) -> int:
