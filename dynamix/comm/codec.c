@@ -266,11 +266,11 @@ void dynamix_hash_positions(const int64_t *table, const int64_t *items, int64_t 
  * size at attempt a. Each non-empty bucket takes the first attempt whose size is below len[b] and whose
  * sketch peels, else it is sent dense (size 0); its counters follow the sketched buckets before it,
  * so its positions are final when it is hashed and only a failed bucket is hashed and peeled again.
- * Out: sizes, chosen [nb]; the sketched items with their positions and signs ([*n_kept], [*n_kept, 3]);
+ * Out: sizes [nb]; the sketched items with their positions and signs ([*n_kept], [*n_kept, 3]);
  * the schedule as dynamix_peel_schedule gives it for them. Returns its rounds, or -1 when memory runs
  * out. */
 int64_t dynamix_plan(const int64_t *nz, const int64_t *first, const int64_t *len, int64_t nb, const int64_t *trial,
-                     int64_t attempts, const int64_t *table, int64_t size, int64_t *sizes, int64_t *chosen,
+                     int64_t attempts, const int64_t *table, int64_t size, int64_t *sizes,
                      int64_t *out_items, int64_t *out_pos, int64_t *out_sign, int64_t *order, int64_t *order_k,
                      int64_t *round_len, int64_t *n_kept) {
     int64_t m = first[nb], cap = 1, most = 1;
@@ -296,7 +296,6 @@ int64_t dynamix_plan(const int64_t *nz, const int64_t *first, const int64_t *len
     for (int64_t b = 0; b < nb; b++) {
         int64_t mb = first[b + 1] - first[b];
         sizes[b] = 0;
-        chosen[b] = 0;
         if (mb == 0) continue;
         for (int64_t a = 0; a < attempts; a++) {
             int64_t c = trial[a * nb + b];
@@ -313,7 +312,6 @@ int64_t dynamix_plan(const int64_t *nz, const int64_t *first, const int64_t *len
             for (int64_t j = 0; j < r; j++) done += lens[n_lens + j];
             if (done == mb) {
                 sizes[b] = c;
-                chosen[b] = a;
                 seg_rounds[n_seg] = r;
                 cursor[n_seg++] = kept;
                 n_lens += r;

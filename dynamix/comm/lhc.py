@@ -86,7 +86,8 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
 
     Buckets peel independently (disjoint counters, and positions within a bucket depend only on its
     size), so each attempt tests the buckets still pending, and the sizes that peeled keep peeling
-    in the final layout.
+    in the final layout. On the CPU one C pass plans it (:func:`_plan_native`); this tensor version
+    runs elsewhere and without a compiler.
     """
     n_buckets, dev = max(math.ceil(n / BUCKET), 1), nz.device
     bucket_len = torch.full((n_buckets,), BUCKET, dtype=torch.int64, device=dev)
@@ -130,13 +131,13 @@ def _plan_native(lib, nz: torch.Tensor, n: int, seed: int, first: torch.Tensor, 
     n_buckets, m = m_b.numel(), nz.numel()
     trial = torch.stack([counters(m_b, a) for a in range(ATTEMPTS)]).contiguous()
     tab = hashing.table(seed, BUCKET, ATTEMPTS)
-    sizes, chosen = torch.empty(n_buckets, dtype=torch.int64), torch.empty(n_buckets, dtype=torch.int64)
+    sizes = torch.empty(n_buckets, dtype=torch.int64)
     items, order, order_k = (torch.empty(m, dtype=torch.int64) for _ in range(3))
     pos, sign = torch.empty(m, 3, dtype=torch.int64), torch.empty(m, 3, dtype=torch.int64)
     lens, kept = torch.empty(m + 1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
     i64 = native.i64
     rounds = lib.dynamix_plan(i64(nz), i64(first), i64(bucket_len), n_buckets, i64(trial), ATTEMPTS, i64(tab), BUCKET,
-                              i64(sizes), i64(chosen), i64(items), i64(pos), i64(sign), i64(order), i64(order_k),
+                              i64(sizes), i64(items), i64(pos), i64(sign), i64(order), i64(order_k),
                               i64(lens), i64(kept))
     if rounds < 0:
         raise MemoryError(f"planning the sketch of {m} items")

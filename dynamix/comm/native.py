@@ -39,7 +39,7 @@ _SIGNATURES = {
     "dynamix_sketch_encode_f32": ([_I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p], None),
     "dynamix_sketch_encode_f64": ([_I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p], None),
     "dynamix_plan": ([_I64, _I64, _I64, ctypes.c_int64, _I64, ctypes.c_int64, _I64, ctypes.c_int64, _I64, _I64, _I64,
-                      _I64, _I64, _I64, _I64, _I64, _I64], ctypes.c_int64),
+                      _I64, _I64, _I64, _I64, _I64], ctypes.c_int64),
 }
 SUFFIX = {torch.float32: "f32", torch.float64: "f64"}  # the dtypes the C loops take
 
