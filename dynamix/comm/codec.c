@@ -1,12 +1,13 @@
 /* The CPU hot loops of the LHC codec (dynamix/comm/): the gradient's bitmap, the bitmap's set
- * positions, the sketch's hash positions, the encoder, the structural peel and the replay, each the
- * same result as its tensor version in dynamix/comm/bitmap.py, hashing.py, lhc.py and peel.py.
+ * positions, the plan (sizes, hash positions, structural peel), the encoder and the replay, each the
+ * same result as its tensor version in dynamix/comm/bitmap.py, lhc.py, hashing.py and peel.py
+ * (tests/test_comm.py checks each against it).
  *
- * The structural peel (`schedule`), with the vectorised version's rounds, items, order and counters:
+ * The structural peel has the tensor version's (peel.py `schedule`) rounds, items, order and counters:
  * round r takes the counters that became pure in round r-1 (round 0: every counter holding one item),
  * reads each one's item from the id sum, keeps it where that counter is the first of the item's
  * counters that is pure at the start of the round, then removes the kept items and collects the
- * counters they left pure, in order, each once. tests/test_comm.py checks each function against its tensor version.
+ * counters they left pure, in order, each once.
  *
  * Built on first use by dynamix/comm/native.py (cc -O2 -shared); no Python or torch headers.
  */
@@ -101,40 +102,6 @@ static void merge_rounds(const int64_t *items, const int64_t *ks, const int64_t 
         }
         round_len[r] = w - start;
     }
-}
-
-/* pos: int64 [m, 3] counter positions; seg_items / seg_counters: [n_seg + 1] the segments' item and
- * counter boundaries (sketches of separate buckets: one segment each, peeled while its counters are
- * in cache); out_items / out_k: [m] the peeled items in schedule order and the hash of their pure
- * counter; out_round_len: [m + 1] items per round (merge_rounds). Returns the number of rounds, or -1
- * when memory runs out. */
-int64_t dynamix_peel_schedule(const int64_t *pos, int64_t m, int64_t n_counters, const int64_t *seg_items,
-                              const int64_t *seg_counters, int64_t n_seg, int64_t *out_items, int64_t *out_k,
-                              int64_t *out_round_len) {
-    counter_t *ctr = calloc((size_t)(n_counters > 0 ? n_counters : 1), sizeof(counter_t));
-    int64_t *front = malloc(sizeof(int64_t) * (size_t)(n_counters > 0 ? n_counters : 1));
-    int64_t *next = malloc(sizeof(int64_t) * (size_t)(3 * m > 0 ? 3 * m : 1));
-    int64_t *items = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));
-    int64_t *ks = malloc(sizeof(int64_t) * (size_t)(m > 0 ? m : 1));
-    int64_t *lens = malloc(sizeof(int64_t) * (size_t)(m + n_seg + 1)); /* each segment's rounds, in turn */
-    int64_t *seg_rounds = malloc(sizeof(int64_t) * (size_t)(n_seg + 1));
-    int64_t *cursor = malloc(sizeof(int64_t) * (size_t)(n_seg + 1));
-    int64_t rounds = -1;
-    if (!ctr || !front || !next || !items || !ks || !lens || !seg_rounds || !cursor) goto out;
-    int64_t done = 0, n_lens = 0;
-    rounds = 0;
-    for (int64_t s = 0; s < n_seg; s++) {
-        seg_rounds[s] = peel_segment(pos, seg_items[s], seg_items[s + 1], seg_counters[s], seg_counters[s + 1],
-                                     ctr, front, next, items + done, ks + done, lens + n_lens);
-        cursor[s] = done;
-        for (int64_t r = 0; r < seg_rounds[s]; r++) done += lens[n_lens + r];
-        n_lens += seg_rounds[s];
-        if (seg_rounds[s] > rounds) rounds = seg_rounds[s];
-    }
-    merge_rounds(items, ks, lens, seg_rounds, cursor, n_seg, rounds, out_items, out_k, out_round_len);
-out:
-    free(ctr); free(front); free(next); free(items); free(ks); free(lens); free(seg_rounds); free(cursor);
-    return rounds;
 }
 
 /* The replay of a schedule (dynamix/comm/peel.py `replay`) in schedule order: each item's value is
@@ -249,25 +216,13 @@ static inline void hash_item(const int64_t *table, int64_t local, int64_t size, 
     }
 }
 
-/* The count sketch's positions and signs of the items (element indices, each in bucket item / size)
- * from the hash table (dynamix/comm/hashing.py `bucket_positions`): per bucket its first counter,
- * its number of counters C = 3q and the sketch attempt whose table rows it reads. */
-void dynamix_hash_positions(const int64_t *table, const int64_t *items, int64_t m, int64_t size,
-                            const int64_t *offsets, const int64_t *sizes, const int64_t *attempts,
-                            int64_t *pos, int64_t *sign) {
-    for (int64_t i = 0; i < m; i++) {
-        int64_t b = items[i] / size;
-        hash_item(table, items[i] % size, size, attempts[b], offsets[b], sizes[b] / 3, pos + 3 * i, sign + 3 * i);
-    }
-}
-
 /* The whole plan (dynamix/comm/lhc.py `make_plan`) in one pass over the buckets: bucket b holds the
  * merged non-zeros nz[first[b] .. first[b+1]) of its len[b] elements; trial[a * nb + b] is its sketch
  * size at attempt a. Each non-empty bucket takes the first attempt whose size is below len[b] and whose
  * sketch peels, else it is sent dense (size 0); its counters follow the sketched buckets before it,
  * so its positions are final when it is hashed and only a failed bucket is hashed and peeled again.
  * Out: sizes [nb]; the sketched items with their positions and signs ([*n_kept], [*n_kept, 3]);
- * the schedule as dynamix_peel_schedule gives it for them. Returns its rounds, or -1 when memory runs
+ * the schedule of them (merge_rounds). Returns its rounds, or -1 when memory runs
  * out. */
 int64_t dynamix_plan(const int64_t *nz, const int64_t *first, const int64_t *len, int64_t nb, const int64_t *trial,
                      int64_t attempts, const int64_t *table, int64_t size, int64_t *sizes,

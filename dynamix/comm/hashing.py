@@ -17,8 +17,6 @@ from functools import lru_cache
 
 import torch
 
-from dynamix.comm import native
-
 HASHES = 3
 FIELD_BITS = 20  # position fields: a bias below q / 2^20 (< 2 % for the largest sketch of a bucket)
 
@@ -48,16 +46,7 @@ def positions_and_signs(local: torch.Tensor, offset: torch.Tensor, third: torch.
 def bucket_positions(items: torch.Tensor, size: int, offsets: torch.Tensor, sizes: torch.Tensor,
                      attempts: torch.Tensor, seed: int, n_attempts: int) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`positions_and_signs` of element indices ``items``, each in bucket ``item // size``, from
-    per-bucket first counters ``offsets``, counters ``sizes`` (3q) and sketch ``attempts`` (C on the
-    CPU when :mod:`dynamix.comm.native` is built: no per-item temporaries)."""
-    lib = native.library() if items.device.type == "cpu" else None
-    if lib is None:
-        b = items // size
-        return positions_and_signs(items % size, offsets[b], sizes[b] // 3, seed, size, attempts[b], n_attempts)
-    tab = table(seed, size, n_attempts)
-    items, offsets, sizes, attempts = (t.contiguous() for t in (items, offsets, sizes, attempts))
-    pos, sign = (torch.empty(items.numel(), HASHES, dtype=torch.int64) for _ in range(2))
-    i64 = native.i64
-    lib.dynamix_hash_positions(i64(tab), i64(items), items.numel(), size, i64(offsets), i64(sizes), i64(attempts),
-                               i64(pos), i64(sign))
-    return pos, sign
+    per-bucket first counters ``offsets``, counters ``sizes`` (3q) and sketch ``attempts`` (on the CPU
+    the C plan, ``dynamix_plan`` in ``codec.c``, computes the same positions itself)."""
+    b = items // size
+    return positions_and_signs(items % size, offsets[b], sizes[b] // 3, seed, size, attempts[b], n_attempts)

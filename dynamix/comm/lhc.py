@@ -70,15 +70,12 @@ class Plan:
         return self.n_counters + self.n_dense
 
 
-def _sketch(nz: torch.Tensor, m_b: torch.Tensor, sizes: torch.Tensor, attempt: torch.Tensor, seed: int):
+def _sketch(nz: torch.Tensor, sizes: torch.Tensor, attempt: torch.Tensor, seed: int):
     """Items of the buckets with ``sizes`` > 0 counters, their positions and signs, and the peel schedule."""
-    items = nz if bool(((sizes > 0) | (m_b == 0)).all()) else nz[sizes[nz // BUCKET] > 0]
+    items = nz[sizes[nz // BUCKET] > 0]
     offsets = torch.cumsum(sizes, 0) - sizes
     pos, sign = bucket_positions(items, BUCKET, offsets, sizes, attempt, seed, ATTEMPTS)
-    zero = torch.zeros(1, dtype=torch.int64, device=nz.device)
-    sketched = sizes > 0  # one peeling segment per sketched bucket
-    segments = (torch.cat([zero, torch.cumsum(m_b[sketched], 0)]), torch.cat([zero, torch.cumsum(sizes[sketched], 0)]))
-    return items, pos, sign, schedule(pos, int(sizes.sum()), segments)
+    return items, pos, sign, schedule(pos, int(sizes.sum()))
 
 
 def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
@@ -108,7 +105,7 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
         if not bool(pending.any()):
             break
         test = torch.where(pending, trial, 0)
-        items, pos, sign, sched = _sketch(nz, m_b, test, torch.full_like(test, attempt), seed)
+        items, pos, sign, sched = _sketch(nz, test, torch.full_like(test, attempt), seed)
         failed = torch.zeros(n_buckets, dtype=torch.bool, device=dev)
         failed[items[sched.unpeeled] // BUCKET] = True
         sizes = torch.where(pending & ~failed, trial, sizes)
@@ -118,7 +115,13 @@ def make_plan(nz: torch.Tensor, n: int, seed: int) -> Plan:
     if first is not None and torch.equal(first[0], sizes):  # the common case: everything peeled at once
         items, pos, sign, sched = first[1]
     else:
-        items, pos, sign, sched = _sketch(nz, m_b, sizes, chosen, seed)
+        items, pos, sign, sched = _sketch(nz, sizes, chosen, seed)
+    return _plan(n, m_b, sizes, bucket_len, items, pos, sign, sched)
+
+
+def _plan(n: int, m_b: torch.Tensor, sizes: torch.Tensor, bucket_len: torch.Tensor, items: torch.Tensor,
+          pos: torch.Tensor, sign: torch.Tensor, sched: Schedule) -> Plan:
+    """The plan of the sketched buckets' items; every non-empty bucket without a sketch goes dense."""
     dense_b = ((m_b > 0) & (sizes == 0)).nonzero().squeeze(1).tolist()
     dense = [(b * BUCKET, b * BUCKET + int(bucket_len[b])) for b in dense_b]
     return Plan(n, items, pos, sign, sched, int(sizes.sum()), dense, len(dense_b))
@@ -143,9 +146,7 @@ def _plan_native(lib, nz: torch.Tensor, n: int, seed: int, first: torch.Tensor, 
         raise MemoryError(f"planning the sketch of {m} items")
     k, round_len = int(kept), lens[:rounds].tolist()
     sched = Schedule(order[:k], order_k[:k], round_len, torch.zeros(k, dtype=torch.bool))
-    dense_b = ((m_b > 0) & (sizes == 0)).nonzero().squeeze(1).tolist()
-    dense = [(b * BUCKET, b * BUCKET + int(bucket_len[b])) for b in dense_b]
-    return Plan(n, items[:k], pos[:k], sign[:k], sched, int(sizes.sum()), dense, len(dense_b))
+    return _plan(n, m_b, sizes, bucket_len, items[:k], pos[:k], sign[:k], sched)
 
 
 def index_words(n: int) -> int:

@@ -28,11 +28,8 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("codec.c")
 _I64 = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
-    "dynamix_peel_schedule": ([_I64, ctypes.c_int64, ctypes.c_int64, _I64, _I64, ctypes.c_int64, _I64, _I64, _I64],
-                              ctypes.c_int64),
     "dynamix_peel_replay_f32": ([_I64, _I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_void_p], None),
     "dynamix_peel_replay_f64": ([_I64, _I64, ctypes.c_int64, _I64, _I64, ctypes.c_void_p, ctypes.c_void_p], None),
-    "dynamix_hash_positions": ([_I64, _I64, ctypes.c_int64, ctypes.c_int64, _I64, _I64, _I64, _I64, _I64], None),
     "dynamix_bitmap_nonzero": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], ctypes.c_int64),
     "dynamix_pack_nonzero_f32": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None),
     "dynamix_pack_nonzero_f64": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None),

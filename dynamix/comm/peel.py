@@ -40,39 +40,10 @@ class Schedule:
         return list(self.order_k.split(self.round_len))
 
 
-def schedule(pos: torch.Tensor, n_counters: int, segments: tuple[torch.Tensor, torch.Tensor] | None = None) -> Schedule:
-    """Peel the hypergraph with item->counter positions ``pos`` [m, 3] structurally.
-
-    ``segments``, when given, are [S + 1] item and counter boundaries of independent sub-sketches
-    (one per bucket: items and counters contiguous, no counter shared): the C pass peels them one at a
-    time, each while its counters are in cache, with the same result. On the CPU the C pass of
-    :mod:`dynamix.comm.native` computes it when it can be built; elsewhere, or without a compiler,
-    :func:`schedule_vectorised`. Both give the same rounds (a test)."""
-    lib = native.library() if pos.device.type == "cpu" else None
-    if lib is None:
-        return schedule_vectorised(pos, n_counters)
-    m = pos.shape[0]
-    pos = pos.contiguous()
-    if segments is None:
-        segments = torch.tensor([0, m]), torch.tensor([0, n_counters])
-    seg_items, seg_counters = (t.to(torch.int64).contiguous() for t in segments)
-    items, ks = torch.empty(m, dtype=torch.int64), torch.empty(m, dtype=torch.int64)
-    lens = torch.empty(m + 1, dtype=torch.int64)
-    i64 = native.i64
-    rounds = lib.dynamix_peel_schedule(i64(pos), m, n_counters, i64(seg_items), i64(seg_counters),
-                                       seg_items.numel() - 1, i64(items), i64(ks), i64(lens))
-    if rounds < 0:
-        raise MemoryError(f"peeling {m} items over {n_counters} counters")
-    sizes = lens[:rounds].tolist()
-    done = sum(sizes)
-    items, ks = items[:done], ks[:done]
-    unpeeled = torch.ones(m, dtype=torch.bool)
-    unpeeled[items] = False
-    return Schedule(items, ks, sizes, unpeeled)
-
-
-def schedule_vectorised(pos: torch.Tensor, n_counters: int) -> Schedule:
-    """:func:`schedule` in tensor operations, on any device: one loop over rounds.
+def schedule(pos: torch.Tensor, n_counters: int) -> Schedule:
+    """Peel the hypergraph with item->counter positions ``pos`` [m, 3] structurally, in tensor
+    operations on any device: one loop over rounds (on the CPU the C plan, ``dynamix_plan`` in
+    ``codec.c``, peels each bucket itself, with the same rounds: a test).
 
     As in an invertible Bloom lookup table, each counter keeps its count of unpeeled items and the
     sum of their ids, so a pure counter names its item; a round touches only the counters that
