@@ -10,6 +10,16 @@ PYTEST_ARGS ?=
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export DVC_NO_ANALYTICS := 1
 export PYTHONHASHSEED := 0
+# One instruction set for torch's CPU kernels in every process, so that every machine computes the same
+# bits (dynamix/isa.py says why; tests/test_isa.py keeps these equal to its values).
+# DYNAMIX_CPU_ISA=native lifts the pin.
+export DYNAMIX_CPU_ISA ?= avx2
+ifeq ($(DYNAMIX_CPU_ISA),avx2)
+export ATEN_CPU_CAPABILITY ?= avx2
+export ONEDNN_MAX_CPU_ISA ?= AVX2
+export MKL_ENABLE_INSTRUCTIONS ?= AVX2
+export MKL_CBWR ?= AVX2
+endif
 # DVC stages call papermill and dynamix: run them from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 

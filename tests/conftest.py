@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dynamix  # noqa: F401  first: pins the CPU kernels' instruction set before torch loads (dynamix.isa)
+
 import pytest
 import torch
 

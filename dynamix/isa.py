@@ -1,0 +1,57 @@
+"""One instruction set for torch's CPU kernels, so that every x86-64 machine computes the same bits.
+
+Torch picks CPU kernels by the processor it runs on, in three libraries: ATen's vectorised kernels
+(``ATEN_CPU_CAPABILITY``: default, avx2, avx512), oneDNN's convolutions (``ONEDNN_MAX_CPU_ISA``) and
+MKL's BLAS (``MKL_ENABLE_INSTRUCTIONS`` caps the code path; ``MKL_CBWR``, Conditional Numerical
+Reproducibility, fixes one path and MKL's run-to-run choices). Wider vectors add in another order, so
+one training step of a conv net already ends in other bits on an AVX-512 machine than on an AVX2 one,
+and the difference grows over a run. AVX2 is the widest set every x86-64 server of the kind this
+artifact targets has (Intel since Haswell, AMD since Zen), so every process is pinned to it.
+
+The libraries read these variables once, before their first kernel runs, so they must be in the
+environment before torch computes anything: importing ``dynamix`` calls :func:`pin` first of all, and
+child processes (engine workers, torchrun, notebook kernels) inherit the environment; the Makefile
+exports the same values for processes that import torch before dynamix. A variable already set is
+left as it is. ``DYNAMIX_CPU_ISA=native`` lifts the pin (each library then takes the widest set the
+CPU has). What the pin costs: docs/protocol.md. A base module: it imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import MutableMapping
+
+log = logging.getLogger(__name__)
+
+SWITCH = "DYNAMIX_CPU_ISA"
+"""``avx2`` (the default) pins the variables below; ``native`` lifts the pin."""
+
+PINNED = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "MKL_CBWR": "AVX2",
+}
+
+
+def pin(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Set the kernel-ISA variables unless the switch says ``native``; True when the pin is on.
+
+    ``native`` also removes the pinned values a parent (the Makefile) exported, not other values.
+    """
+    mode = environ.get(SWITCH, "avx2")
+    if mode not in ("avx2", "native"):
+        raise ValueError(f"{SWITCH}={mode!r}: choose avx2 (the default) or native")
+    if mode == "native":
+        for key, value in PINNED.items():
+            if environ.get(key) == value:
+                del environ[key]
+        return False
+    missing = [key for key in PINNED if key not in environ]
+    for key in missing:
+        environ[key] = PINNED[key]
+    if missing and "torch" in sys.modules:
+        log.warning("torch was imported before dynamix: the CPU kernels may not follow %s", ", ".join(missing))
+    return True
