@@ -189,12 +189,12 @@ def test_best_other_is_the_policy_the_agent_compares_worst_against_never_the_ora
     best = cells.loc["best other"]
     assert best["best_other"] == "lbbsp" and best["estimate"] == pytest.approx(63.0 / 70.0) and best["verdict"] == "holds"
     # a policy faster on the seeds where it reaches the target, which misses it on one (its time there
-    # censored at its total), is still the one the agent must beat
+    # censored at the cell's longest run), is still the one the agent must beat: the agent is not shown faster
     rows += [{"cluster": "c", "optimizer": "sgd", "policy": "lbbsp:tuned", "seed": s,
               "time_to_target_s": [55.0, 56.0, float("nan")][s], "total_time_s": 58.0, "final_accuracy": 0.5}
              for s in range(3)]
     best = per_cluster(pd.DataFrame(rows), cfg).set_index("reference").loc["best other"]
-    assert best["best_other"] == "lbbsp:tuned" and best["estimate"] > 1
+    assert best["best_other"] == "lbbsp:tuned" and best["ci_hi"] > 1 and best["verdict"] == "inconclusive"
 
 
 # ------------------------------------------------------------------------------------------ refusals
@@ -313,9 +313,10 @@ def test_held_out_table_names_each_clusters_best_other_policy_and_the_headroom_s
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[7] == "2 of 3 / 0 of 3"  # the agent's censored runs are counted beside its share
     assert cells[5].startswith("≥ ") and cells[8].startswith("≤ ") and not cells[9].startswith("≤")  # bounds
-    lbbsp0 = (per_run["policy"] == "lbbsp") & (per_run["seed"] == 0)  # missed, its run ending at the same time
-    per_run.loc[lbbsp0, "total_time_s"] = per_run.loc[lbbsp0, "time_to_target_s"]
-    per_run.loc[lbbsp0, "time_to_target_s"] = float("nan")
+    for p in ("lbbsp", "static:32", "static:64", "static:128"):  # each misses on seed 0, its run ending early
+        miss = (per_run["policy"] == p) & (per_run["seed"] == 0)
+        per_run.loc[miss, "total_time_s"] = per_run.loc[miss, "time_to_target_s"]
+        per_run.loc[miss, "time_to_target_s"] = float("nan")
     cells = [c.strip() for c in held_out_markdown(per_run, per_cluster(per_run, cfg), clusters).splitlines()[2]
              .strip("|").split("|")]
     assert cells[7] == "2 of 3 / 1 of 3" and cells[5][0].isdigit()  # both censored: the ratio is no bound

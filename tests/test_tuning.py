@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from dynamix.evaluation import tuning
+from dynamix.evaluation import targets, tuning
 
 
 def table(times: dict[tuple[str, int], list[float]]) -> pd.DataFrame:
@@ -38,7 +38,7 @@ def test_a_candidate_that_never_reaches_the_target_cannot_win_on_its_shorter_run
     # runs end at window boundaries: the unreached 32 stopped at 9.5 s, the 64 reached the target at 9.9 s
     t = pd.DataFrame({"cluster": ["a", "a"], "per_worker_batch": [32, 64], "seed": [0, 0],
                       "time_to_target_s": [math.nan, 9.9], "total_time_s": [9.5, 10.0]})
-    t["time_to_target_censored_s"] = tuning.censored(t)
+    t["time_to_target_censored_s"] = targets.censored_time(t)
     assert list(t["time_to_target_censored_s"]) == [10.0, 9.9]
     assert tuning.choose(t) == 64
 

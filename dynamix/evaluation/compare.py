@@ -33,7 +33,7 @@ def compare(summary: pd.DataFrame, policy: str, baselines: Sequence[str] = ("lbb
     paired-by-seed interval (:func:`static_ratio_interval`), and by each of ``baselines``; and its mean
     final accuracy minus the best static's (points, x100).
 
-    A run that never reaches the target counts at its total time (:func:`censored_time`), as in the
+    A run that never reaches the target counts at the cluster's longest run (:func:`censored_time`), as in the
     claims (:mod:`dynamix.experiments.claims`): a ratio whose denominator holds such runs is an upper
     bound, one whose numerator does a lower bound. ``policy_unreached`` and ``static_unreached`` count them.
     """

@@ -8,8 +8,8 @@ the smallest time:
     B* = argmin_B  mean_s min(T_B,s, tau_B,s)
 
 over the B whose every seed reached the target (else those that reached it most often), with a run
-that never reached it counted at its total time tau (the restricted time to target of
-``docs/protocol.md``); ties go to the smaller B. The grid and every B's time are kept beside the
+that never reached it counted at the longest run of the grid, tau (the restricted time to target of
+``docs/protocol.md``, :func:`dynamix.evaluation.targets.censored_time`); ties go to the smaller B. The grid and every B's time are kept beside the
 choice.
 
 This chooses B on the very runs it is then scored on, held-out clusters included. That is allowed
@@ -31,7 +31,7 @@ from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
 from dynamix.evaluation.runner import SimTask, run_tasks
 from dynamix.evaluation.runs import run_totals
-from dynamix.evaluation.targets import time_to_target
+from dynamix.evaluation.targets import censored_time, time_to_target
 
 ORACLE = "oracle"
 """The ``policy`` label of the chosen B's runs in a comparison's per-run summary."""
@@ -57,7 +57,7 @@ class OracleSearch:
 
 def pick_fastest(runs: pd.DataFrame) -> pd.DataFrame:
     """The grid table of per-(B, seed) ``runs`` (module docstring), ``chosen`` marking B*."""
-    restricted = runs["time_to_target_s"].fillna(runs["total_time_s"])
+    restricted = censored_time(runs)
     per_b = runs.assign(_t=restricted, _hit=runs["time_to_target_s"].notna()).groupby("batch").agg(
         cluster=("cluster", "first"), n_seeds=("seed", "count"), reached=("_hit", "mean"),
         time_to_target_s=("_t", "mean")).reset_index()

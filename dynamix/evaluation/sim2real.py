@@ -15,7 +15,8 @@ seed, twice:
 
 Per backend the target is ``rl.target_fraction`` x the best policy's mean final accuracy
 (:func:`dynamix.evaluation.targets.set_targets`) and each run's time to target is interpolated
-between tests, censored at its total time when never reached. The ratios are per seed:
+between tests, censored at the backend's longest run when never reached
+(:func:`~dynamix.evaluation.targets.censored_time`). The ratios are per seed:
 T_agent / median over the static sweep of T_static, and T_agent / T_other for every adaptive policy;
 geometric mean and t interval over seeds per backend (:mod:`dynamix.evaluation.stats`).
 

@@ -84,6 +84,36 @@ def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: lis
     return pd.concat(parts).sort_index()
 
 
+CELL_KEYS = ("cluster", "optimizer", "n_workers", "pair", "backend")
+"""The columns that name a comparison's cell: the runs that share one target and one censoring
+horizon. A per-run summary is grouped by those of them it has."""
+
+
+def cells(summary: pd.DataFrame) -> list[str]:
+    """The :data:`CELL_KEYS` that ``summary`` has; none: the whole summary is one cell."""
+    return [k for k in CELL_KEYS if k in summary.columns]
+
+
+def horizon(summary: pd.DataFrame) -> pd.Series:
+    """Per run, its cell's censoring horizon tau: the longest total time of any run in the cell
+    (virtual s), the same for every policy there (``docs/protocol.md``, "Censoring")."""
+    total = summary["total_time_s"].astype(float)
+    keys = cells(summary)
+    return total.groupby([summary[k] for k in keys], sort=False).transform("max") if keys else total.where(False, total.max())
+
+
+def missed(summary: pd.DataFrame) -> pd.Series:
+    """Per run, whether it never reached its target."""
+    return summary["time_to_target_s"].isna()
+
+
 def censored_time(summary: pd.DataFrame) -> pd.Series:
-    """Time to target, a run that never reached it censored at its total time (a lower bound on it)."""
-    return summary["time_to_target_s"].astype(float).fillna(summary["total_time_s"].astype(float))
+    """The project's one censoring rule: time to target, a run that never reached it counted at its
+    cell's horizon tau (:func:`horizon`), the restricted time to target min(T, tau) of survival analysis.
+
+    Every run's time to target is at most its own total time, which is at most tau, so a run that
+    missed is never faster than one on the same cell that reached the target, whatever its own length.
+    (At equal epochs a larger batch finishes sooner: charging a miss its own total time would make
+    missing the target look fast.) Every time comparison of the project reads times through this
+    function; ``summary`` must hold the whole cell, since tau is read from it."""
+    return summary["time_to_target_s"].astype(float).fillna(horizon(summary))

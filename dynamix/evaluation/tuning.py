@@ -12,10 +12,9 @@ of the best candidate's mean final accuracy there):
 
     score(m) = geomean over clusters c of  T_c(m) / min_m' T_c(m')
 
-where T_c(m) is the mean over seeds of the time to target, a run that never reaches it counted at
-the longest run on that cluster (the budget): runs end at window boundaries, so an unreached run's own
-total time can fall short of another run's reached time, and a candidate that never gets there must
-not win on that. The tuned m is the lowest score; a tie goes to the candidate listed first.
+where T_c(m) is the mean over seeds of the censored time to target
+(:func:`dynamix.evaluation.targets.censored_time`: a run that never reaches it counts at the longest
+run on that cluster), so a candidate that never gets there cannot win on where its runs ended. The tuned m is the lowest score; a tie goes to the candidate listed first.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from dynamix.cluster import ClusterSpec
 from dynamix.config import Config
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
-from dynamix.evaluation.targets import set_targets
+from dynamix.evaluation.targets import censored_time, set_targets
 
 TABLE_COLUMNS = ["cluster", "n_workers", "per_worker_batch", "policy", "seed", "final_accuracy", "total_time_s",
                  "target_accuracy", "time_to_target_s", "time_to_target_censored_s"]
@@ -53,14 +52,8 @@ def sweep(groups: Sequence[tuple[ClusterSpec, Config]], per_worker: Sequence[int
     fraction, fixed = groups[0][1].rl.target_fraction, groups[0][1].rl.target_accuracy
     table = set_targets(run_summary(runs, ["cluster", "policy", "per_worker_batch"]), runs, fraction, fixed)
     table["n_workers"] = table["cluster"].map({spec.name: spec.n_workers for spec, _ in groups})
-    table["time_to_target_censored_s"] = censored(table)
+    table["time_to_target_censored_s"] = censored_time(table)
     return table[TABLE_COLUMNS]
-
-
-def censored(table: pd.DataFrame) -> pd.Series:
-    """Time to target, an unreached run counted at the longest run on its cluster (the module docstring)."""
-    budget = table.groupby("cluster")["total_time_s"].transform("max")
-    return table["time_to_target_s"].astype(float).fillna(budget)
 
 
 def scores(table: pd.DataFrame) -> pd.Series:

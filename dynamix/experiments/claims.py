@@ -29,7 +29,7 @@ from dynamix.config import Config
 from dynamix.evaluation import stats
 from dynamix.evaluation.oracle import ORACLE
 from dynamix.evaluation.sim2real import ratios as sim2real_ratios
-from dynamix.evaluation.targets import censored_time
+from dynamix.evaluation.targets import censored_time, missed
 from dynamix.experiments.manifest import write_manifest
 from dynamix.experiments.shared import TUNED_LBBSP
 
@@ -40,7 +40,7 @@ PAPER_ACC_GAIN_PTS = 6.3
 PAPER_TIME_REDUCTION_PCT = 46.0
 
 COLUMNS = ["claim", "kind", "paper", "paper_says", "unit", "estimate", "ci_lo", "ci_hi", "null", "side",
-           "tie_lo", "tie_hi", "n_seeds", "n_cells", "where", "verdict"]
+           "tie_lo", "tie_hi", "n_seeds", "n_cells", "where", "missed", "verdict"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,6 +88,18 @@ def static_sweep(columns) -> list[str]:
     """The static policies among ``columns``, by batch size."""
     static = [str(c) for c in columns if str(c).startswith("static:")]
     return sorted(static, key=lambda c: int(c.split(":")[1]))
+
+
+def missed_count(per_run: pd.DataFrame, policies: Sequence[str]) -> str:
+    """How many of ``policies``' runs in ``per_run`` missed the target, as "missed/runs"."""
+    rows = per_run["policy"].isin(list(policies))
+    return f"{int(missed(per_run)[rows].sum())}/{int(rows.sum())}"
+
+
+def missed_pair(per_run: pd.DataFrame, num: Sequence[str], den: Sequence[str]) -> str:
+    """Runs missed on each side of a comparison, "a/n vs b/m" (numerator first): every time built on a
+    miss is censored (:func:`~dynamix.evaluation.targets.censored_time`), so a reader must see how many."""
+    return f"{missed_count(per_run, num)} vs {missed_count(per_run, den)}"
 
 
 def best_of(values: pd.DataFrame, reached: pd.DataFrame, policies: list[str], larger_is_better: bool) -> str:
@@ -165,6 +177,9 @@ def up_to_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
             est = stats.max_interval([g["value"] for _, g in groups], cfg.experiments.ci)
             est = _as_pct(est) if metric == "time_reduction_pct" else est
             (cl, opt), g = groups[est.pop("argmax")]
+            cell = inference[(inference["cluster"] == cl) & (inference["optimizer"] == opt)]
+            best = str(g["best_static"].iloc[0]).split(",")[0]
+            lost = missed_pair(cell, ["dynamix"], static if ref == "median static" else [best])
             sign = "+" if metric == "accuracy_gain_pts" else ""
             if ref == "median static":
                 claim = f"up to {sign}{paper:g}{'%' if unit == '%' else ' pts'} {text} vs static batch sizes"
@@ -175,7 +190,7 @@ def up_to_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
                 where = f"{cl}, {opt} (max of {est['n_cells']} cells); best there: {g['best_static'].iloc[0]}"
                 kind, paper_says, paper = "ours", "—", math.nan
             out.append({"claim": claim, "kind": kind, "paper": paper, "paper_says": paper_says, "unit": unit,
-                        **est, "null": 0.0, "side": "above", "where": where})  # fmt: skip
+                        **est, "null": 0.0, "side": "above", "where": where, "missed": lost})  # fmt: skip
     return out
 
 
@@ -202,7 +217,8 @@ def scalability_rows(scal: pd.DataFrame, cfg: Config) -> tuple[list[dict], list[
         cells = ratio_cells(at, ["n_workers"], "dynamix", other)
         est = stats.ratio_interval(cells[0] if cells else [], cfg.experiments.ci)
         comps.append(with_verdict(_ratio_row(f"DYNAMIX / {other} at {n_max} workers", "paper", "ratio < 1", est,
-                                             f"vs {other}", other=other), cfg))
+                                             f"vs {other}", other=other,
+                                             missed=missed_pair(at, ["dynamix"], [other])), cfg))
     if not comps:
         return [], []
     b = binding(comps)
@@ -228,7 +244,8 @@ def transfer_rows(tr: pd.DataFrame, cfg: Config,
                 src, dst = steps.get("transferred"), steps.get("target-trained")
                 same = f" (both {src} PPO transitions)"
                 where += same if src == dst else f" (PPO transitions differ: {src} vs {dst})"
-            rows.append(_ratio_row(f"transferred policy generalises ({pair})", "paper", "ratio < 1", est, where))
+            rows.append(_ratio_row(f"transferred policy generalises ({pair})", "paper", "ratio < 1", est, where,
+                                   missed=missed_pair(sub, ["transferred"], [ref])))
     return rows
 
 
@@ -247,8 +264,9 @@ def ours_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
         if not cells:
             continue
         est = stats.pooled_interval(cells, cfg.experiments.ci)
+        lost = missed_pair(inference, ["dynamix"], [ref])
         rows.append({**_ratio_row(f"(ours) DYNAMIX vs {ref}, time to target", "ours", "—", est,
-                                  f"pooled over {est['n_cells']} held-out cells")})
+                                  f"pooled over {est['n_cells']} held-out cells; missed {lost}", missed=lost)})
     return rows
 
 
@@ -261,7 +279,9 @@ def engine_rows(cfg: Config) -> list[dict]:
     path = paths.resolve(folder) / "summary.csv" if folder else None
     if path is None or not path.exists():
         return []
-    table = sim2real_ratios(pd.read_csv(path), "dynamix", cfg.experiments.ci)
+    runs = pd.read_csv(path)
+    table = sim2real_ratios(runs, "dynamix", cfg.experiments.ci)
+    engine = runs[runs["backend"] == "engine"]
     meta = json.loads((path.parent / "summary.json").read_text())
     cluster = meta["cluster"] + (f", {meta['workload']}" if "workload" in meta else "")
     rows = []
@@ -273,8 +293,10 @@ def engine_rows(cfg: Config) -> list[dict]:
         e, s = eng.iloc[0], sim.iloc[0] if not sim.empty else None
         beside = f"; simulator {s['estimate']:.2f} [{s['ci_lo']:.2f}, {s['ci_hi']:.2f}]" if s is not None else ""
         est = {k: float(e[k]) for k in ("estimate", "ci_lo", "ci_hi")} | {"n_seeds": int(e["n_seeds"])}
+        den = static_sweep(engine["policy"].unique()) if ref == "median static" else [ref]
         rows.append(_ratio_row(f"(real engine) DYNAMIX vs {ref}, wall-clock time to target", "ours", "—", est,
-                               f"{cluster}, 4 torchrun workers on this machine{beside}"))
+                               f"{cluster}, 4 torchrun workers on this machine{beside}",
+                               missed=missed_pair(engine, ["dynamix"], den)))
     return rows
 
 
@@ -295,7 +317,8 @@ def headroom_share(median_static_t: float, policy_t: float, oracle_t: float) -> 
 def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     """Per cell (cluster, optimizer) and reference: DYNAMIX's per-seed time-to-target ratio to the median
     static and to every adaptive policy run there, geometric mean and t interval over seeds, and the
-    verdict (lower is better; censored times as everywhere, :func:`~dynamix.evaluation.targets.censored_time`).
+    verdict (lower is better; censored times as everywhere, :func:`~dynamix.evaluation.targets.censored_time`),
+    and ``missed``, the runs of each side that missed the target (:func:`missed_pair`).
     The reference ``best other`` (named in ``best_other``) is the policy of the cell, static or
     adaptive but not the oracle, that the agent compares worst against: the :func:`binding` one of
     "faster than every other", so its verdict is that claim's. It is picked on the same runs it is
@@ -313,6 +336,8 @@ def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
         best = binding([{"other": p, **stats.ratio_interval((g["dynamix"] / g[p]).to_numpy(), cfg.experiments.ci)}
                         for p in others])["other"]
         refs = {"median static": g[static].median(axis=1), **{p: g[p] for p in adaptive}, "best other": g[best]}
+        cell = inference[(inference["cluster"] == cl) & (inference["optimizer"] == opt)]
+        sides = {"median static": static, "best other": [best]}
         median_t = float(refs["median static"].mean())
         oracle_t = float(g[ORACLE].mean()) if ORACLE in g else math.nan
         for ref, den in refs.items():
@@ -320,7 +345,8 @@ def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
             row = with_verdict({"kind": "ours", "paper": math.nan, "unit": "time ratio", "null": 1.0,
                                 "side": "below", **est}, cfg)
             rows.append({"cluster": cl, "optimizer": opt, "reference": ref, **est, "n_cells": 1,
-                         "verdict": row["verdict"], "best_other": best if ref == "best other" else ""})
+                         "verdict": row["verdict"], "best_other": best if ref == "best other" else "",
+                         "missed": missed_pair(cell, ["dynamix"], sides.get(ref, [ref]))})
             if ORACLE in t.columns:
                 rows[-1]["headroom_share"] = headroom_share(median_t, float(den.mean()), oracle_t)
                 rows[-1]["agent_headroom_share"] = headroom_share(median_t, float(g["dynamix"].mean()), oracle_t)
@@ -414,8 +440,8 @@ def held_out_markdown(inference: pd.DataFrame, cells: pd.DataFrame, clusters: pd
     trade-off index (``clusters``, the inference stage's ``clusters.csv``), the oracle's mean time to
     target, the agent's ratio to its best other policy (:func:`per_cluster`) with interval and
     verdict, and the agent's and that policy's shares of the headroom ("—" without oracle runs), with
-    how many runs of each missed the target. A missed run counts at its total time, a lower bound of its
-    time to target, so what is built on it is a bound and says so: a share "≤"; the ratio "≥" when only
+    how many runs of each missed the target. A missed run counts at its cell's horizon (the longest run
+    there), a lower bound of its time to target, so what is built on it is a bound and says so: a share "≤"; the ratio "≥" when only
     the agent missed, "≤" when only the other policy did (both: the ratio is neither, and is shown bare
     beside the counts)."""
     info = clusters.set_index("cluster") if clusters is not None and len(clusters) else pd.DataFrame()

@@ -40,6 +40,42 @@ def git_sha() -> str:
         return "unknown"
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=paths.ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def stage_dependencies(stage: str) -> list[str]:
+    """The code, data and params paths ``dvc.yaml`` says ``stage`` reads (its ``deps``, and ``params.yaml``)."""
+    import yaml
+
+    stages = yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())["stages"]
+    return [*stages[stage]["deps"], "params.yaml"] if stage in stages else ["dynamix", "params.yaml"]
+
+
+def provenance_problem(stage: str, manifest: Mapping[str, Any]) -> str | None:
+    """Why ``stage``'s outputs (its ``manifest``) cannot be published from this commit, or None.
+
+    Published numbers must be reproducible from a commit: refused are outputs made from a modified
+    working tree (``git_sha`` ending in ``-dirty``), with no recorded commit, or at a commit whose code
+    or params the stage depends on (:func:`stage_dependencies`) differ from HEAD's."""
+    sha = str(manifest.get("git_sha", "unknown"))
+    if sha == "unknown":
+        return f"stage {stage}: its manifest records no commit; rerun it in the repository"
+    if sha.endswith("-dirty"):
+        return f"stage {stage} was run from a modified working tree at {sha[:12]}; rerun it from a clean commit"
+    try:
+        if sha == _git("rev-parse", "HEAD"):
+            return None
+        changed = _git("diff", "--name-only", sha, "HEAD", "--", *stage_dependencies(stage)).splitlines()
+    except subprocess.CalledProcessError:
+        return f"stage {stage} was run at commit {sha[:12]}, which this repository does not have"
+    if changed:
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+        return (f"stage {stage} was run at {sha[:12]}, and {changed[0]}{more} it depends on changed since; "
+                f"rerun it from this commit")
+    return None
+
+
 def package_versions() -> dict[str, str]:
     """Python's and every :data:`PACKAGES` version (``missing`` when not installed)."""
     out = {"python": platform.python_version()}

@@ -39,7 +39,9 @@ from typing import Iterator, Sequence
 import pandas as pd
 
 from dynamix import config, io, paths
+from dynamix.errors import UserError
 from dynamix.experiments import notebooks as gen
+from dynamix.experiments.manifest import provenance_problem, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -187,15 +189,26 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
     return root
 
 
-def publish(profile: str, root: str | Path | None = None, dest: str | Path | None = None) -> list[Path]:
+def publish(profile: str, root: str | Path | None = None, dest: str | Path | None = None,
+            check_provenance: bool = True) -> list[Path]:
     """Copy a finished pipeline's headline files (:data:`PUBLISHED`) and figures (PNG) to
-    ``docs/expected/<profile>/`` (or ``dest``), with ``PROFILE`` holding the profile's name."""
+    ``docs/expected/<profile>/`` (or ``dest``), with ``PROFILE`` holding the profile's name.
+
+    Every stage's outputs must come from a clean commit whose code and params the stage reads are
+    HEAD's (:func:`~dynamix.experiments.manifest.provenance_problem`); the first that does not is
+    refused with one line naming the stage (``check_provenance=False`` skips this, for tests that
+    publish a throwaway run from a working tree)."""
     root = Path(root) if root is not None else default_root(profile)
     dest = Path(dest) if dest is not None else paths.ROOT / "docs" / "expected" / profile
     missing = [src for src in PUBLISHED if not (root / src).exists()]
     if missing:
         raise FileNotFoundError(f"{root} lacks {', '.join(missing)}: run the whole pipeline first "
                                 f"(dynamix pipeline --profile {profile})")
+    for stage in STAGES if check_provenance else ():
+        if (root / stage / "manifest.json").exists():
+            problem = provenance_problem(stage, read_manifest(root / stage))
+            if problem:
+                raise UserError(f"not published: {problem}")
     dest.mkdir(parents=True, exist_ok=True)
     written = []
     for src, name in PUBLISHED.items():

@@ -97,7 +97,7 @@ def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress
 
 
 def tta_table(summary: pd.DataFrame) -> pd.Series:
-    """Mean time to target per (cluster, policy) over seeds, an unreached target counted at the run's total time."""
+    """Mean time to target per (cluster, policy) over seeds, censored by the one rule (:func:`censored_time`)."""
     return summary.assign(tta=censored_time(summary)).groupby(["cluster", "policy"])["tta"].mean()
 
 
