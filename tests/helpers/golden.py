@@ -3,7 +3,7 @@
 Small enough for the default tier (well under a second on one thread), wide enough to touch every
 library whose kernels depend on the instruction set: oneDNN (convolutions), MKL (the linear head's
 GEMM) and ATen's vectorised kernels (batch norm, ReLU, pooling, the loss, the optimiser). One torch
-thread, because the thread count changes how reductions split, hence the bits, as much as the ISA.
+thread: the thread count can change how a parallel reduction splits, which the ISA pin does not cover.
 Run as a script, it prints ``{"capability": ..., "sha256": ...}`` for the process's own environment.
 """
 
