@@ -133,3 +133,13 @@ def test_every_time_comparison_reads_the_one_rule():
                  or ".fillna(budget)" in p.read_text()]
     assert offenders == []
     assert np.isfinite(targets.censored_time(summary())).all()
+
+
+def test_the_per_policy_table_ranks_the_missing_policy_behind_every_policy_that_reached(cfg):
+    table = claims.per_policy(summary(), cfg).set_index("policy")
+    assert table.loc["dynamix", "missed"] == "5/5" and table.loc["lbbsp", "missed"] == "0/5"
+    reached = table[table["missed"].str.startswith("0/")]
+    assert (table.loc["dynamix", "time_to_target_s"] > reached["time_to_target_s"]).all()
+    assert table.loc["dynamix", "over_oracle"] > 1 and table.loc["dynamix", "headroom_share"] < 0
+    assert table.loc["oracle", "headroom_share"] == pytest.approx(1.0)
+    assert "| dynamix | 5/5 |" in claims.per_policy_markdown(table.reset_index())

@@ -53,6 +53,8 @@ PUBLISHED = {
     "claims/claims.md": "claims.md",
     "claims/per_cluster.csv": "per_cluster.csv",
     "claims/held_out.md": "held_out.md",
+    "claims/per_policy.csv": "per_policy.csv",
+    "claims/per_policy.md": "per_policy.md",
     "scalability/summary.csv": "scalability_summary.csv",
     "baselines/summary.csv": "baselines_summary.csv",
     "inference/summary.csv": "inference_summary.csv",
