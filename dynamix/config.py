@@ -416,7 +416,11 @@ class ArbitratorConfig:
     port: int = setting(50051, rng(0, 65535))  # 0: pick a free port
     barrier_timeout_s: float = setting(1.0, rng(0.001, 600.0))  # wait for the slowest report per window
     idle_run_timeout_s: float = setting(60.0, rng(0.0, None))  # a run silent this long yields to a new one
-    max_threads: int = setting(64, rng(1, 4096))  # server handler threads; each waiting report holds one
+    # The simulator's cost of one window's arbitration (dynamix.cluster.costmodel), added to the virtual
+    # clock once per window: overhead_ms + overhead_ms_per_worker x N. 0 and 0: not modelled. Measured
+    # values: docs/usage.md (benchmarks/bench_rpc.py).
+    overhead_ms: float = setting(0.0, rng(0.0, 1e6))
+    overhead_ms_per_worker: float = setting(0.0, rng(0.0, 1e3))
     deadline_s: float = setting(2.0, rng(0.001, 600.0))  # client: no call (with retries) takes longer
     retries: int = setting(2, rng(0, 10))  # client: extra attempts on UNAVAILABLE within the deadline
     backoff_ms: float = setting(50.0, rng(0.0, 10000.0))  # client: first retry delay, doubled per retry
@@ -574,9 +578,14 @@ class RLConfig:
                 "set rl.state = dynamix (or schedule) or rl.warm_start = none")
 
 
-HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker"}}
+HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker"},
+                                           "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0}}
 """Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
 behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes."""
+
+HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64}}
+"""Settings removed after configs were hashed, hashed at their last value so earlier hashes hold
+(``arbitrator.max_threads``: the asyncio arbitrator holds no thread per waiting worker)."""
 
 
 @dataclass(frozen=True)
@@ -616,6 +625,8 @@ class Config:
         tree = self.to_dict()
         for section, neutral in HASH_NEUTRAL.items():
             tree[section] = {k: v for k, v in tree[section].items() if k not in neutral or v != neutral[k]}
+        for section, removed in HASH_REMOVED.items():
+            tree[section] = {**removed, **tree[section]}
         blob = json.dumps(tree, sort_keys=True, default=list).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 

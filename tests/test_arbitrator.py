@@ -9,11 +9,12 @@ import threading
 
 import pytest
 
+from dynamix.config import ConfigError
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies import make_policy
-from dynamix.policies.base import BatchSizePolicy, Decision
+from dynamix.policies.base import BatchSizePolicy, Bounds, Decision
 from dynamix.rpc.arbitrator import Arbitrator, PolicyFailure, RunSettings
-from dynamix.rpc.validate import FailedPrecondition, InvalidArgument
+from dynamix.rpc.validate import MAX_RUNS, FailedPrecondition, InvalidArgument
 
 from helpers.rpc import registration, sample_report
 
@@ -128,13 +129,43 @@ def test_restart_refuses_old_session_then_resumes_after_reregistration():
     assert err.value.reason == "WINDOW_STALE"
 
 
-def test_one_run_at_a_time_until_everyone_leaves():
+def test_runs_at_once_each_with_its_own_policy_up_to_the_limit_then_busy_until_one_ends():
     arb = start(2)
-    with pytest.raises(FailedPrecondition, match="serving run 'test-run'"):
-        arb.register(registration(0, 2, run_id="other"))
+    for i in range(1, MAX_RUNS):
+        arb.register(registration(0, 1, run_id=f"other-{i}"))
+    w, g = sample_report(0, 0, 64, 1)
+    assert arb.report(arb.session_id, "other-1", w, g).batch_sizes == (128,)  # decided without test-run's ranks
+    assert report_all(arb, 0, [64, 64])[0].batch_sizes == (128, 128)
+    assert len(arb.policy.seen) == 1  # the first run's policy saw only its own windows
+    with pytest.raises(FailedPrecondition, match=f"serving {MAX_RUNS} runs") as err:
+        arb.register(registration(0, 2, run_id="one-too-many"))
+    assert err.value.reason == "RUN_BUSY"
     assert arb.leave(arb.session_id, "test-run", 0) == 1
     assert arb.leave(arb.session_id, "test-run", 1) == 0
-    assert arb.register(registration(0, 1, run_id="other")).batch_size == 64
+    assert arb.register(registration(0, 1, run_id="one-too-many")).batch_size == 64
+
+
+def test_a_live_run_id_with_another_world_size_is_refused_not_reset():
+    policy = Recorder()
+    arb = start(2, policy)
+    report_all(arb, 0, [64, 64])
+    with pytest.raises(FailedPrecondition, match="world_size = 3 is inconsistent with run 'test-run'") as err:
+        arb.register(registration(0, 3))  # another job reusing the id, from window 0
+    assert err.value.reason == "RUN_INCONSISTENT"
+    assert report_all(arb, 1, [128, 128])[1].batch_sizes == (256, 256)  # the run and its ranks go on
+    assert [glob.window for _, glob in policy.seen] == [0, 1]
+
+
+def test_a_policy_the_settings_cannot_run_is_refused_before_any_worker_registers():
+    class Picky(Recorder):
+        def reset(self, ctx):
+            super().reset(ctx)
+            if ctx.bounds.max != 512:
+                raise ConfigError(f"picky: trained for batch bounds [32, 512], this run has {ctx.bounds}")
+
+    with pytest.raises(ConfigError, match="trained for batch bounds"):
+        Arbitrator(Picky(), RunSettings()).check_policy()
+    Arbitrator(Picky(), RunSettings(bounds=Bounds(32, 512))).check_policy()
 
 
 def test_registration_must_agree_with_the_run():
@@ -282,3 +313,32 @@ def test_policy_state_survives_an_arbitrator_restart_with_a_store(tmp_path):
     for r in range(2):
         cold.register(dataclasses.replace(registration(r, 2), next_window=3, current_batch_size=35))
     assert report_all(cold, 3, [35, 35])[0].batch_sizes == (33, 33)  # control: without a store it starts over
+
+
+class Payload:
+    """Unpickling this creates ``marker``: the code a crafted state file would run."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_a_state_file_is_read_as_data_and_one_the_arbitrator_did_not_write_is_refused(tmp_path):
+    import torch
+
+    from dynamix.errors import InputFileError
+    from dynamix.rpc.state import PolicyStateStore
+
+    marker = tmp_path / "payload-ran"
+    crafted, notes = tmp_path / "state.pt", tmp_path / "notes.txt"
+    torch.save({"run_id": "test-run", "world_size": 2, "policy": "counting", "state": Payload(marker)}, crafted)
+    notes.write_text("my notes\n")
+    for path in (crafted, notes):
+        before = path.read_bytes()
+        with pytest.raises(InputFileError, match="is not an arbitrator state file"):
+            arb = Arbitrator(Counting(), RunSettings(), store=PolicyStateStore(path))
+            arb.register(dataclasses.replace(registration(0, 2), next_window=3, current_batch_size=35))
+        assert path.read_bytes() == before
+    assert not marker.exists()

@@ -3,6 +3,7 @@ restart and reconnection, and the serve command."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -190,14 +191,42 @@ def test_status_codes_name_the_problem(live):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "world_size = 0" in err.value.details()
 
 
-def test_a_world_larger_than_the_server_threads_is_refused_up_front():
-    with local_server(make_policy("static:64"), max_threads=4) as server:
-        stub = pb_grpc.ArbitratorStub(grpc.insecure_channel(server.target))
-        with pytest.raises(grpc.RpcError) as err:
-            stub.Register(convert.registration_to_pb(registration(0, 4)), timeout=5)
-        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "arbitrator.max_threads = 4" in err.value.details()
-        assert stub.Register(convert.registration_to_pb(registration(0, 3)), timeout=5).batch_size == 64
+def test_200_workers_of_one_run_wait_at_the_barrier_on_default_settings_without_holding_threads():
+    """More workers than the 64 threads the threaded server had: the 199 early reports wait while a
+    health check is answered, and the last report releases all 200 with one decision."""
+    n = 200
+
+    async def window(target: str) -> tuple[list, int]:
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = pb_grpc.ArbitratorStub(channel)
+            welcomes = await asyncio.gather(*(
+                stub.Register(convert.registration_to_pb(registration(r, n)), timeout=30) for r in range(n)))
+            requests = [convert.report_to_pb(welcomes[r].session_id, RUN, *sample_report(r, 0, 64, n))
+                        for r in range(n)]
+            early = [asyncio.ensure_future(stub.ReportWindow(requests[r], timeout=30)) for r in range(n - 1)]
+            await asyncio.sleep(1.0)
+            health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert not any(f.done() for f in early)  # still waiting for rank n - 1
+            last = await stub.ReportWindow(requests[n - 1], timeout=30)
+            return [*(await asyncio.gather(*early)), last], health.status
+
+    with local_server(make_policy("static:96"), RunSettings(barrier_timeout_s=30.0)) as server:
+        answers, status = asyncio.run(window(server.target))
+        assert server.arbitrator.decisions == 1
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert all(list(a.batch_sizes) == [96] * n and a.batch_size == 96 and not a.late for a in answers)
+
+
+def test_a_second_arbitrator_on_a_port_in_use_refuses_to_start():
+    with local_server(make_policy("static:64")) as first:
+        with pytest.raises(OSError, match="in use"):
+            ArbitratorServer(Arbitrator(make_policy("static:128")), port=first.port)
+        proc = subprocess.run([sys.executable, "-m", "dynamix.cli", "arbitrator", "serve", "--port", str(first.port),
+                               "--policy", "static:128"], cwd=paths.ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+        assert proc.stderr.count("\n") == 1 and f"cannot serve on 127.0.0.1:{first.port}" in proc.stderr
+        welcome = ArbitratorClient(first.target, registration(0, 1), fast()).register()
+        assert welcome.batch_size == 64  # every worker still reaches the first one
 
 
 def test_every_rejection_reason_is_in_the_proto():
@@ -344,3 +373,31 @@ def test_serve_command_refuses_a_public_address_without_credentials():
     proc = subprocess.run([sys.executable, "-m", "dynamix.cli", "arbitrator", "serve", "--host", "0.0.0.0",
                            "--port", "0"], cwd=paths.ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode != 0 and "requires a shared token" in proc.stderr
+
+
+def serve_refused(*args: str) -> str:
+    """Run ``dynamix arbitrator serve ARGS``, which must refuse to start: its one stderr line."""
+    proc = subprocess.run([sys.executable, "-m", "dynamix.cli", "arbitrator", "serve", "--port", "0", *args],
+                          cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("dynamix arbitrator: error: "), proc.stderr
+    return proc.stderr
+
+
+def test_serve_refuses_an_artifact_it_cannot_run_at_start(tmp_path):
+    from dynamix.rl.train import train_policy
+    from helpers.rl import rl_cfg, tiny_cost
+
+    artifact = train_policy(rl_cfg(), "tiny", timesteps=8, out_dir=tmp_path, cost=tiny_cost(), progress=False)
+    line = serve_refused("--policy", f"dynamix:{artifact}")  # trained for other steps and bounds than the profile's
+    assert "dynamix:tiny: trained for actions [-8, -2, 0, 2, 8], this run has batch.actions" in line
+
+
+def test_serve_refuses_a_state_file_it_did_not_write_and_leaves_it_alone(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    assert "not an arbitrator state file" in serve_refused("--policy", "lbbsp", "--state-file", str(notes))
+    assert notes.read_text() == "my notes\n"
+    link = tmp_path / "link.json"
+    link.symlink_to(notes)
+    assert "not a regular file" in serve_refused("--policy", "lbbsp", "--state-file", str(link))

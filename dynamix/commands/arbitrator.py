@@ -9,7 +9,9 @@ Examples::
 Run settings (window k, bounds, actions) come from the ``batch`` section and the server's timing
 from the ``arbitrator`` section of params.yaml (profile and ``--set section.key=value`` overrides), so
 start workers from the same profile and overrides. The first stdout line is
-``arbitrator listening on HOST:PORT`` (flushed) so scripts can wait for it.
+``arbitrator listening on HOST:PORT`` (flushed) so scripts can wait for it. A policy the settings
+cannot run (an artifact trained for other bounds or actions), a port in use and a ``--state-file``
+the arbitrator did not write are refused at start, in one line with exit status 2.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                         "(default: $DYNAMIX_ARBITRATOR_TOKEN)")
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
-    serve.add_argument("--state-file", type=Path, help="persist the policy's state after every decision and "
-                                                       "restore it when workers re-join after a restart")
+    serve.add_argument("--state-file", type=Path, help="persist the policy's state (JSON) after every decision and "
+                                                       "restore it when workers re-join after a restart; a new "
+                                                       "file, or one an arbitrator wrote")
 
 
 def read_token(path: Path | None, env_value: str | None, env_name: str) -> str | None:
@@ -62,7 +65,7 @@ def read_token(path: Path | None, env_value: str | None, env_name: str) -> str |
 
 
 def main(args: argparse.Namespace) -> int:
-    from dynamix.rpc.arbitrator import Arbitrator, RunSettings
+    from dynamix.rpc.arbitrator import Arbitrator, PolicyFailure, RunSettings
     from dynamix.rpc.server import TOKEN_ENV, ArbitratorServer
     from dynamix.rpc.state import PolicyStateStore
 
@@ -78,11 +81,14 @@ def main(args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UserError("--tls-cert and --tls-key go together: give both or neither")
     tls = (args.tls_key.read_bytes(), args.tls_cert.read_bytes()) if args.tls_cert else None
-    store = PolicyStateStore(args.state_file) if args.state_file else None
+    store = PolicyStateStore(args.state_file) if args.state_file else None  # refuses a file it did not write
     arbitrator = Arbitrator(policy, RunSettings.from_config(cfg), store=store)
     try:
-        server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls,
-                                  max_threads=cfg.arbitrator.max_threads)
+        arbitrator.check_policy()
+    except PolicyFailure as exc:
+        raise UserError(f"--policy {spec}: {exc}") from None
+    try:
+        server = ArbitratorServer(arbitrator, cfg.arbitrator.host, cfg.arbitrator.port, token=token, tls=tls)
     except (ValueError, OSError) as exc:
         raise UserError(f"cannot serve on {cfg.arbitrator.host}:{cfg.arbitrator.port} "
                         f"(arbitrator.host, arbitrator.port): {exc}") from exc

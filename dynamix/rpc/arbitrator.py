@@ -13,13 +13,20 @@ reported since) has reported ``t``, or when ``barrier_timeout_s`` has passed sin
 missing at the timeout are dropped from that window (logged) and stop being waited for until they
 report again, so a dead worker costs one timeout, not one per window. A dropped rank is presented to
 the policy by its most recent earlier report (its batch size updated); if it never reported, the policy
-is not called for that window and everyone keeps their current size.
+is not called for that window and everyone keeps their current size. A report never holds a thread
+while it waits: :meth:`Arbitrator.submit` records it and returns a :class:`Pending` that
+:meth:`Arbitrator.collect` answers once the barrier closes (the asyncio server awaits one future per
+barrier); :meth:`Arbitrator.report` is the blocking form of the two for threads.
 
-Runs and restarts: the arbitrator serves one run at a time. Every process start draws a new
-``session_id``; a report carrying another session is refused with FAILED_PRECONDITION, the worker
-re-registers (saying which window comes next and its current size) and training continues. Without
-a :class:`~dynamix.rpc.state.PolicyStateStore` the policy starts cold for the re-registered run; with
-one, its state after the last decision is restored.
+Runs: the arbitrator serves up to :data:`MAX_RUNS` runs at once, each with its own copy of the policy
+(the first run takes the policy object itself), keyed by run id. A run whose workers all left, or
+that was silent for ``idle_run_timeout_s``, makes room for a new one. A registration that names a
+live run with another world size is refused (it is another job reusing the id), never a reset.
+
+Restarts: every process start draws a new ``session_id``; a report carrying another session is
+refused with FAILED_PRECONDITION, the worker re-registers (saying which window comes next and its
+current size) and training continues. Without a :class:`~dynamix.rpc.state.PolicyStateStore` the
+policy starts cold for the re-registered run; with one, its state after the last decision is restored.
 The other way round, when the *workers* restart: a registration saying "next window 0" for a run that
 already decided windows starts that run afresh (policy reset); one saying "next window w" with w at
 or before the last decided window rewinds the run to w (training resumed from a checkpoint; the
@@ -48,6 +55,7 @@ from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext
 from dynamix.rpc.state import PolicyStateStore
 from dynamix.rpc.validate import (
+    MAX_RUNS,
     RUN_FIELDS,
     FailedPrecondition,
     InvalidArgument,
@@ -61,7 +69,6 @@ from dynamix.rpc.validate import (
 log = logging.getLogger(__name__)
 
 OnDecision = Callable[[Sequence[WorkerWindow], GlobalWindow, Decision], None]
-
 
 class PolicyFailure(Exception):
     """The policy raised or returned an invalid decision (maps to gRPC INTERNAL); workers fail open."""
@@ -132,18 +139,27 @@ class _Outcome:
     error: str = ""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Barrier:
     window: int
     deadline: float  # clock time at which missing ranks are dropped
     reports: dict[int, tuple[WorkerWindow, GlobalWindow]] = field(default_factory=dict)
     outcome: _Outcome | None = None
+    abandoned: bool = False  # the run restarted or rewound while it was open
+    listeners: list[Callable[[], None]] = field(default_factory=list)  # called once when it closes
+
+    def close(self) -> None:
+        """Wake whoever waits on this barrier (outcome set, or abandoned)."""
+        listeners, self.listeners = self.listeners, []
+        for wake in listeners:
+            wake()
 
 
 @dataclass
 class _Run:
     reg: Registration  # the first registration: fixes the run-wide fields
     ctx: PolicyContext
+    policy: BatchSizePolicy
     sizes: list[int]  # current batch size per rank
     registered: set[int] = field(default_factory=set)
     left: set[int] = field(default_factory=set)
@@ -161,12 +177,30 @@ class _Run:
     def expected(self) -> set[int]:
         return set(range(self.reg.world_size)) - self.left - self.inactive
 
+    def complete(self, barrier: _Barrier) -> bool:
+        """Every expected rank has reported: counted, not set-built, as it runs on every report."""
+        absent = self.left | self.inactive
+        reported = len(barrier.reports) - sum(r in barrier.reports for r in absent)
+        return reported >= self.reg.world_size - len(absent)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A report waiting at its window's barrier: pass it to :meth:`Arbitrator.collect`."""
+
+    run: _Run
+    barrier: _Barrier
+    rank: int
+
+    @property
+    def deadline(self) -> float:
+        return self.barrier.deadline
+
 
 class Arbitrator:
-    """Thread-safe: every public method may be called concurrently (one gRPC handler thread each).
-
-    ``report`` blocks its caller at the window barrier (at most ``barrier_timeout_s``); the others
-    return at once. The policy is called under the lock, once per window, in window order.
+    """Thread-safe: every public method may be called concurrently. :meth:`submit` and :meth:`collect`
+    never block (the asyncio server's path); :meth:`report` blocks its caller at the window barrier
+    (at most ``barrier_timeout_s``). Policies are called under the lock, once per window, in window order.
     """
 
     def __init__(
@@ -184,35 +218,49 @@ class Arbitrator:
         self.clock = clock
         self.session_id = uuid.uuid4().hex
         self._cond = threading.Condition()
-        self._run: _Run | None = None
+        self._runs: dict[str, _Run] = {}
         self.decisions = 0  # windows decided since this arbitrator started (for logs and tests)
+
+    def check_policy(self) -> None:
+        """Start the policy on a two-worker probe run of these settings, so that a policy this server
+        cannot run (an artifact trained for other bounds or actions) is refused before any worker
+        registers; raises what the policy raises, or :class:`PolicyFailure` for an invalid first decision."""
+        size = self.settings.bounds.clamp(self.settings.base_batch)
+        reg = Registration(run_id="probe", rank=0, world_size=2, initial_batch_sizes=(size, size),
+                           current_batch_size=size)
+        with self._cond:
+            ctx = self._context(reg)
+            self.policy.reset(ctx)
+            self._checked(self.policy, self.policy.initial(ctx), reg.world_size)
 
     # ----------------------------------------------------------------------------------------
     # Registration
     # ----------------------------------------------------------------------------------------
 
     def register(self, reg: Registration) -> Welcome:
-        """Join (or re-join) a run; the first registration of a run resets the policy."""
+        """Join (or re-join) a run; the first registration of a run resets its policy."""
         check_registration(reg, self.settings.bounds)
         with self._cond:
             now = self.clock()
-            run = self._run
-            if run is None or run.run_id != reg.run_id:
-                if run is not None and not self._replaceable(run, now):
-                    raise FailedPrecondition(
-                        f"the arbitrator is serving run {run.run_id!r} (ranks {sorted(run.registered)} "
-                        f"registered); run {reg.run_id!r} may start when they leave or after "
-                        f"{self.settings.idle_run_timeout_s} s of silence", "RUN_BUSY"
-                    )
-                run = self._start_run(reg)
+            run = self._runs.get(reg.run_id)
+            if run is not None and reg.world_size != run.reg.world_size and self._replaceable(run, now):
+                run = None  # the id of an ended run, taken by a new job
+            if run is None:
+                run = self._start_run(reg, now)
+            elif reg.world_size != run.reg.world_size:
+                raise FailedPrecondition(
+                    f"world_size = {reg.world_size} is inconsistent with run {run.run_id!r}, which has "
+                    f"{run.reg.world_size} (ranks {_ranks(run.registered)} registered): another job needs "
+                    f"another run id, or this run to end ({self.settings.idle_run_timeout_s} s of silence "
+                    "or all its workers leave)", "RUN_INCONSISTENT")
             elif reg.next_window == 0 and run.last_window >= 0:
                 log.warning("run %s starts again from window 0 (was at window %d): resetting it",
                             reg.run_id, run.last_window)
-                run = self._start_run(reg)
+                run = self._start_run(reg, now)
             else:
                 # a worker re-joining mid-run (after our restart, or its own) may not know the run's
                 # first-window sizes; only a fresh worker must agree on every run-wide field
-                for name in RUN_FIELDS if reg.next_window == 0 else ("world_size",):
+                for name in RUN_FIELDS if reg.next_window == 0 else ():
                     mine, theirs = getattr(reg, name), getattr(run.reg, name)
                     if mine != theirs:
                         raise FailedPrecondition(
@@ -222,8 +270,8 @@ class Arbitrator:
                 if 0 < reg.next_window <= run.last_window:
                     log.warning("run %s rewinds to window %d (was at %d): resumed from a checkpoint?",
                                 reg.run_id, reg.next_window, run.last_window)
-                    run.last_window, run.last_outcome, run.pending = reg.next_window - 1, None, None
-                    self._cond.notify_all()
+                    run.last_window, run.last_outcome = reg.next_window - 1, None
+                    self._abandon(run)
             run.registered.add(reg.rank)
             run.left.discard(reg.rank)
             run.inactive.discard(reg.rank)
@@ -237,7 +285,7 @@ class Arbitrator:
             return Welcome(
                 session_id=self.session_id,
                 settings=self.settings,
-                policy=getattr(self.policy, "name", type(self.policy).__name__),
+                policy=run.policy.name,
                 batch_size=run.sizes[reg.rank],
                 lr_scale=1.0,
             )
@@ -247,9 +295,9 @@ class Arbitrator:
         idle = now - run.last_activity >= self.settings.idle_run_timeout_s
         return everyone_left or idle
 
-    def _start_run(self, reg: Registration) -> _Run:
+    def _context(self, reg: Registration) -> PolicyContext:
         s = self.settings
-        ctx = PolicyContext(
+        return PolicyContext(
             n_workers=reg.world_size,
             initial_batch_sizes=tuple(reg.initial_batch_sizes),
             bounds=s.bounds,
@@ -263,38 +311,77 @@ class Arbitrator:
             epochs=s.epochs,
             base_lr=s.base_lr,
         )
-        self.policy.reset(ctx)
-        initial = self._checked(self.policy.initial(ctx), reg.world_size)
+
+    def _start_run(self, reg: Registration, now: float) -> _Run:
+        old = self._runs.get(reg.run_id)
+        policy = old.policy if old is not None else self._room_for(reg.run_id, now)
+        ctx = self._context(reg)
+        policy.reset(ctx)
+        initial = self._checked(policy, policy.initial(ctx), reg.world_size)
         sizes = list(initial.batch_sizes)
-        saved = self.store.load() if self.store is not None and reg.next_window > 0 else None
-        if saved is not None and (saved["run_id"], saved["world_size"], saved["policy"]) == (
-                reg.run_id, reg.world_size, self.policy.name):
+        saved = self.store.load(reg.run_id) if self.store is not None and reg.next_window > 0 else None
+        if saved is not None and (saved["world_size"], saved["policy"]) == (reg.world_size, policy.name):
             ctx = saved["ctx"]
-            self.policy.reset(ctx)
-            self.policy.load_state_dict(saved["policy_state"])
+            policy.reset(ctx)
+            policy.load_state_dict(saved["policy_state"])
             sizes = list(saved["sizes"])
             log.info("run %s: policy state restored from window %d (%s)", reg.run_id, saved["window"],
                      self.store.path)
-        run = _Run(reg=reg, ctx=ctx, sizes=sizes, last_window=reg.next_window - 1)
-        if self._run is not None and self._run.run_id != reg.run_id:
-            log.warning("run %s replaces run %s", reg.run_id, self._run.run_id)
-        self._cond.notify_all()  # reports waiting in the old run's barrier give up
-        log.info("run %s started: %d workers, policy %s, initial sizes %s",
-                 reg.run_id, reg.world_size, self.policy.name, initial.batch_sizes)
-        self._run = run
+        run = _Run(reg=reg, ctx=ctx, policy=policy, sizes=sizes, last_window=reg.next_window - 1, last_activity=now)
+        if old is not None:
+            self._abandon(old)  # reports waiting in the old run's barrier give up
+        self._runs[reg.run_id] = run
+        log.info("run %s started: %d workers, policy %s, initial sizes %s%s",
+                 reg.run_id, reg.world_size, policy.name, initial.batch_sizes[:8],
+                 " ..." if reg.world_size > 8 else "")
         return run
 
-    def _checked(self, decision: Decision, n: int) -> Decision:
+    def _room_for(self, run_id: str, now: float) -> BatchSizePolicy:
+        """Make room for the new run ``run_id`` and return its policy: the arbitrator's own when no
+        other run holds it, else a copy. Runs all of whose workers left make way at once; idle runs
+        only when :data:`MAX_RUNS` are held."""
+        for rid in [rid for rid, r in self._runs.items() if not r.registered
+                    or (len(self._runs) >= MAX_RUNS and self._replaceable(r, now))]:
+            log.info("run %s ends (%s)", rid, "its workers left" if not self._runs[rid].registered else "idle")
+            self._evict(rid)
+        if len(self._runs) >= MAX_RUNS:
+            raise FailedPrecondition(
+                f"the arbitrator is serving {len(self._runs)} runs, its limit; run {run_id!r} may start when "
+                f"one ends (its workers leave, or {self.settings.idle_run_timeout_s} s of silence)", "RUN_BUSY")
+        if all(r.policy is not self.policy for r in self._runs.values()):
+            return self.policy
+        try:
+            return copy.deepcopy(self.policy)
+        except Exception as exc:  # a policy bound to one learner (RL training) serves one run at a time
+            raise FailedPrecondition(
+                f"the arbitrator is serving run(s) {_ranks(self._runs)} and policy {self.policy.name} cannot "
+                f"serve another at once ({type(exc).__name__}); run {run_id!r} may start when they end",
+                "RUN_BUSY") from None
+
+    def _evict(self, run_id: str) -> None:
+        self._abandon(self._runs.pop(run_id))
+        if self.store is not None:
+            self.store.forget(run_id)
+
+    def _abandon(self, run: _Run) -> None:
+        """Close ``run``'s open window without a decision: its waiting reports get WINDOW_ABANDONED."""
+        barrier, run.pending = run.pending, None
+        if barrier is not None:
+            barrier.abandoned = True
+            barrier.close()
+        self._cond.notify_all()
+
+    def _checked(self, policy: BatchSizePolicy, decision: Decision, n: int) -> Decision:
         b = self.settings.bounds
         sizes = tuple(decision.batch_sizes)
         integral = all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in sizes)
         if len(sizes) != n or not integral or any(not b.min <= x <= b.max for x in sizes):
+            shown = f"{sizes[:8]}{' ...' if len(sizes) > 8 else ''}"
             raise PolicyFailure(
-                f"policy {self.policy.name} returned batch sizes {sizes}: need {n} integers in "
-                f"[{b.min}, {b.max}]"
+                f"policy {policy.name} returned batch sizes {shown}: need {n} integers in [{b.min}, {b.max}]"
             )
         if not (math.isfinite(decision.lr_scale) and decision.lr_scale > 0):
-            raise PolicyFailure(f"policy {self.policy.name} returned lr_scale {decision.lr_scale}: need > 0")
+            raise PolicyFailure(f"policy {policy.name} returned lr_scale {decision.lr_scale}: need > 0")
         return Decision(tuple(int(x) for x in sizes), float(decision.lr_scale))
 
     def _run_for(self, session_id: str, run_id: str, rank: int) -> _Run:
@@ -303,11 +390,10 @@ class Arbitrator:
                 f"session_id {session_id[:64]!r} is not this arbitrator's session (it restarted or "
                 f"never saw this worker): register again", "SESSION_UNKNOWN"
             )
-        run = self._run
-        if run is None or run.run_id != run_id:
-            current = run.run_id if run else None
-            raise FailedPrecondition(f"run_id {run_id[:300]!r} is not the current run ({current!r}): register",
-                                     "RUN_UNKNOWN")
+        run = self._runs.get(run_id)
+        if run is None:
+            raise FailedPrecondition(f"run_id {run_id[:300]!r} is not the current run of any worker here "
+                                     f"({len(self._runs)} run(s) served): register", "RUN_UNKNOWN")
         if not 0 <= rank < run.reg.world_size:
             raise InvalidArgument(f"rank = {rank} is out of range: must be in [0, {run.reg.world_size - 1}]")
         if rank not in run.registered:
@@ -321,12 +407,23 @@ class Arbitrator:
 
     def report(self, session_id: str, run_id: str, worker: WorkerWindow, glob: GlobalWindow) -> Answer:
         """Record ``worker``'s window ``glob.window``; block at the barrier; return its next size."""
+        pending = self.submit(session_id, run_id, worker, glob)
+        if isinstance(pending, Answer):
+            return pending
+        with self._cond:
+            while (answer := self._collect(pending)) is None:
+                self._cond.wait(pending.deadline - self.clock())
+            return answer
+
+    def submit(self, session_id: str, run_id: str, worker: WorkerWindow, glob: GlobalWindow) -> Answer | Pending:
+        """Record ``worker``'s window ``glob.window`` without waiting: its :class:`Answer` when the window
+        was already decided (a retry, or a late rank), else a :class:`Pending` for :meth:`collect`."""
         rank = worker.rank
         with self._cond:
             run = self._run_for(session_id, run_id, rank)
             check_worker(worker, run.reg.world_size, self.settings.bounds)
             check_global(glob, worker, run.reg.world_size)
-            run.last_activity = self.clock()
+            now = run.last_activity = self.clock()
             t = glob.window
             if t < run.last_window:
                 raise FailedPrecondition(
@@ -342,7 +439,7 @@ class Arbitrator:
                 self._finalize(run, barrier)
                 barrier = None
             if barrier is None:
-                barrier = run.pending = _Barrier(t, self.clock() + self.settings.barrier_timeout_s)
+                barrier = run.pending = _Barrier(t, now + self.settings.barrier_timeout_s)
             for other, (_, other_glob) in barrier.reports.items():
                 if other != rank:
                     check_agreement(glob, other_glob, other)
@@ -350,18 +447,36 @@ class Arbitrator:
             barrier.reports[rank] = (worker, glob)
             run.inactive.discard(rank)
             run.sizes[rank] = worker.batch_size
-            if run.expected() <= barrier.reports.keys():
+            if run.complete(barrier):
                 self._finalize(run, barrier)
-            while barrier.outcome is None:
-                if self._run is not run or run.pending is not barrier:
-                    raise FailedPrecondition(f"window {t} was abandoned: the run restarted or rewound",
-                                             "WINDOW_ABANDONED")
-                remaining = barrier.deadline - self.clock()
-                if remaining <= 0:
-                    self._finalize(run, barrier)
-                    break
-                self._cond.wait(remaining)
-            return self._answer(barrier.outcome, rank, late=False)
+            return Pending(run, barrier, rank)
+
+    def collect(self, pending: Pending) -> Answer | None:
+        """``pending``'s answer once its barrier closed (closing it if its deadline passed), else None.
+        Raises FAILED_PRECONDITION when the run restarted or rewound meanwhile."""
+        with self._cond:
+            return self._collect(pending)
+
+    def when_closed(self, pending: Pending, wake: Callable[[], None]) -> None:
+        """Call ``wake()`` once ``pending``'s barrier closes or is abandoned (at once if it has; else
+        from the thread that closes it, under the arbitrator's lock: ``wake`` must only signal)."""
+        with self._cond:
+            barrier = pending.barrier
+            if barrier.outcome is None and not barrier.abandoned:
+                barrier.listeners.append(wake)
+                return
+        wake()
+
+    def _collect(self, pending: Pending) -> Answer | None:
+        run, barrier = pending.run, pending.barrier
+        if barrier.outcome is None:
+            if barrier.abandoned:
+                raise FailedPrecondition(f"window {barrier.window} was abandoned: the run restarted or rewound",
+                                         "WINDOW_ABANDONED")
+            if self.clock() < barrier.deadline:
+                return None
+            self._finalize(run, barrier)
+        return self._answer(barrier.outcome, pending.rank, late=False)
 
     def _replay(self, run: _Run, rank: int, t: int) -> Answer:
         """A report for the window just decided: a retry (same answer) or a late rank (told so)."""
@@ -382,35 +497,36 @@ class Arbitrator:
         return Answer(outcome.window, d.batch_sizes[rank], d.lr_scale, d.batch_sizes, outcome.dropped, late)
 
     def _finalize(self, run: _Run, barrier: _Barrier) -> None:
-        """Close ``barrier``: drop missing ranks, call the policy, wake every waiting reporter."""
+        """Close ``barrier``: drop missing ranks, call the policy once for all workers, wake every waiting reporter."""
         n = run.reg.world_size
-        present = set(barrier.reports)
-        dropped = tuple(sorted(run.expected() - present))
+        present = barrier.reports
+        dropped = tuple(sorted(run.expected() - present.keys()))
         if dropped:
             log.warning("run %s: window %d closed without rank(s) %s (barrier timeout %.3g s); dropped",
-                        run.run_id, barrier.window, list(dropped), self.settings.barrier_timeout_s)
+                        run.run_id, barrier.window, _ranks(dropped), self.settings.barrier_timeout_s)
             run.inactive.update(dropped)
-        for r, (w, _) in barrier.reports.items():
+        for r, (w, _) in present.items():
             run.last_report[r] = w
         workers = [
             run.last_report[r] if r in present else dataclasses.replace(run.last_report[r], batch_size=run.sizes[r])
             for r in range(n)
             if r in run.last_report
         ]
-        first_view = barrier.reports[min(present)][1]
+        first_view = present[min(present)][1]
         glob = dataclasses.replace(first_view, n_workers=n)
         outcome = _Outcome(barrier.window, None, frozenset(present), dropped)
+        policy = run.policy
         if len(workers) < n:
             never = sorted(set(range(n)) - set(run.last_report))
             log.warning("run %s: no report ever from rank(s) %s; window %d keeps current sizes",
-                        run.run_id, never, barrier.window)
+                        run.run_id, _ranks(never), barrier.window)
             outcome.decision = Decision(tuple(run.sizes))
         else:
             try:
-                outcome.decision = self._checked(self.policy.decide(workers, glob), n)
+                outcome.decision = self._checked(policy, policy.decide(workers, glob), n)
             except Exception as exc:  # a policy bug must not take the service down
-                log.exception("run %s: policy %s failed on window %d", run.run_id, self.policy.name, barrier.window)
-                outcome.error = f"policy {self.policy.name} failed on window {barrier.window}: {exc}"
+                log.exception("run %s: policy %s failed on window %d", run.run_id, policy.name, barrier.window)
+                outcome.error = f"policy {policy.name} failed on window {barrier.window}: {exc}"
             if outcome.decision is not None and self.on_decision is not None:
                 try:
                     self.on_decision(workers, glob, outcome.decision)
@@ -420,16 +536,16 @@ class Arbitrator:
             run.sizes = list(outcome.decision.batch_sizes)
             self.decisions += 1
             if self.store is not None:
-                self.store.put({
-                    "run_id": run.run_id, "world_size": n, "policy": self.policy.name, "ctx": run.ctx,
-                    "window": barrier.window, "sizes": tuple(run.sizes),
-                    "policy_state": copy.deepcopy(self.policy.state_dict()),
+                self.store.put(run.run_id, {
+                    "world_size": n, "policy": policy.name, "ctx": run.ctx, "window": barrier.window,
+                    "sizes": tuple(run.sizes), "policy_state": copy.deepcopy(policy.state_dict()),
                 })
             log.debug("run %s: window %d -> %s", run.run_id, barrier.window, outcome.decision.batch_sizes)
         barrier.outcome = outcome
         run.last_outcome = outcome
         run.last_window = barrier.window
         run.pending = None
+        barrier.close()
         self._cond.notify_all()
 
     # ----------------------------------------------------------------------------------------
@@ -444,7 +560,13 @@ class Arbitrator:
             run.left.add(rank)
             run.last_activity = self.clock()
             barrier = run.pending
-            if barrier is not None and barrier.reports and run.expected() <= barrier.reports.keys():
+            if barrier is not None and barrier.reports and run.complete(barrier):
                 self._finalize(run, barrier)
             log.info("run %s: rank %d left (%d remain)", run_id, rank, len(run.registered))
             return len(run.registered)
+
+
+def _ranks(items) -> str:
+    """A list for a log line or message, cut after 16 entries (a 1,024-worker run stays one line)."""
+    items = sorted(items)
+    return f"{items[:16]}{f' and {len(items) - 16} more' if len(items) > 16 else ''}"

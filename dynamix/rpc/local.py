@@ -13,11 +13,9 @@ from dynamix.rpc.server import ArbitratorServer
 
 @contextlib.contextmanager
 def local_server(policy: BatchSizePolicy, settings: RunSettings = RunSettings(), port: int = 0,
-                 on_decision: OnDecision | None = None, token: str | None = None,
-                 max_threads: int = 64) -> Iterator[ArbitratorServer]:
+                 on_decision: OnDecision | None = None, token: str | None = None) -> Iterator[ArbitratorServer]:
     """An arbitrator serving ``policy`` on 127.0.0.1 (port 0: a free one), stopped on exit."""
-    server = ArbitratorServer(Arbitrator(policy, settings, on_decision), "127.0.0.1", port, token=token,
-                              max_threads=max_threads)
+    server = ArbitratorServer(Arbitrator(policy, settings, on_decision), "127.0.0.1", port, token=token)
     try:
         yield server
     finally:

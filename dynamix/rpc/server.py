@@ -1,5 +1,14 @@
 """The gRPC face of :class:`~dynamix.rpc.arbitrator.Arbitrator`: a thin servicer, health, auth.
 
+The server is gRPC's asyncio server on one event loop (a daemon thread shared by every server of
+the process), so a report waiting at its window's barrier is a suspended coroutine, not a held
+thread: 1,024 workers of one run, or several runs at once, need no setting. The reports of one window
+wait on one future, which the barrier's close resolves; the last report of a window calls the
+policy once for every worker, on the loop (so a policy's decision time delays other runs' calls by
+as much; ``benchmarks/bench_rpc.py`` measures it). Each window's answer is built once and copied per
+worker. The port is bound exclusively (``grpc.so_reuseport`` off): a second arbitrator on a port in
+use fails to start instead of splitting the workers between two policies.
+
 The servicer converts messages (:mod:`dynamix.rpc.convert`), delegates, and maps rejections to status
 codes: :class:`~dynamix.rpc.validate.InvalidArgument` -> INVALID_ARGUMENT,
 :class:`~dynamix.rpc.validate.FailedPrecondition` -> FAILED_PRECONDITION (its reason in the trailing
@@ -18,17 +27,22 @@ The standard health service (``grpc.health.v1``) reports SERVING for ``""`` and
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hmac
+import inspect
 import ipaddress
 import logging
-from concurrent import futures
-from typing import Callable
+import socket
+import threading
+import weakref
+from typing import Any, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dynamix.rpc import convert
-from dynamix.rpc.arbitrator import Arbitrator, PolicyFailure
+from dynamix.rpc.arbitrator import Answer, Arbitrator, Pending, PolicyFailure
 from dynamix.rpc.v1 import arbitrator_pb2 as pb
 from dynamix.rpc.v1 import arbitrator_pb2_grpc as pb_grpc
 from dynamix.rpc.validate import FailedPrecondition, InvalidArgument
@@ -54,42 +68,108 @@ def is_loopback(host: str) -> bool:
 
 
 class ArbitratorServicer(pb_grpc.ArbitratorServicer):
-    """Converts and delegates; see the module docstring for the status mapping."""
+    """Converts and delegates; see the module docstring for the status mapping. Runs on the loop only."""
 
-    def __init__(self, arbitrator: Arbitrator, max_threads: int) -> None:
+    def __init__(self, arbitrator: Arbitrator) -> None:
         self.arbitrator = arbitrator
-        self.max_threads = max_threads
+        self._closing: weakref.WeakKeyDictionary[Any, asyncio.Future] = weakref.WeakKeyDictionary()
+        self._answers: dict[int, tuple[tuple[int, ...], pb.ReportWindowResponse]] = {}
 
-    def Register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterResponse:
-        if request.world_size >= self.max_threads:
-            # every report of a window holds a handler thread at the barrier: with too few threads the
-            # last reports could never be served and every window would end in a timeout
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"world_size = {request.world_size} needs more than arbitrator.max_threads = "
-                          f"{self.max_threads} server threads: restart the arbitrator with "
-                          f"--set arbitrator.max_threads={request.world_size + 8}")
-        return _handle(context, lambda: convert.welcome_to_pb(
+    async def Register(self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext) -> pb.RegisterResponse:
+        return await _handle(context, request, lambda: convert.welcome_to_pb(
             self.arbitrator.register(convert.registration_from_pb(request))))
 
-    def ReportWindow(self, request: pb.ReportWindowRequest, context: grpc.ServicerContext) -> pb.ReportWindowResponse:
-        def run() -> pb.ReportWindowResponse:
+    async def ReportWindow(self, request: pb.ReportWindowRequest,
+                           context: grpc.aio.ServicerContext) -> pb.ReportWindowResponse:
+        async def run() -> pb.ReportWindowResponse:
             for part in ("worker", "global_view"):
                 if not request.HasField(part):
                     raise InvalidArgument(f"{part} is required")
             worker, glob = convert.report_from_pb(request)
-            return convert.answer_to_pb(self.arbitrator.report(request.session_id, request.run_id, worker, glob))
+            result = self.arbitrator.submit(request.session_id, request.run_id, worker, glob)
+            while isinstance(result, Pending):
+                await self._closed(result)
+                result = self.arbitrator.collect(result) or result
+            return self._answer_pb(result)
 
-        return _handle(context, run)
+        return await _handle(context, request, run)
 
-    def Leave(self, request: pb.LeaveRequest, context: grpc.ServicerContext) -> pb.LeaveResponse:
-        return _handle(context, lambda: pb.LeaveResponse(
+    async def Leave(self, request: pb.LeaveRequest, context: grpc.aio.ServicerContext) -> pb.LeaveResponse:
+        return await _handle(context, request, lambda: pb.LeaveResponse(
             remaining_workers=self.arbitrator.leave(request.session_id, request.run_id, request.rank)))
 
+    async def _closed(self, pending: Pending) -> None:
+        """Until ``pending``'s barrier closes or its deadline passes: one future per barrier, shared by
+        all of its reports, resolved by whichever thread closes the barrier."""
+        future = self._closing.get(pending.barrier)
+        if future is None:
+            loop = asyncio.get_running_loop()
+            future = self._closing[pending.barrier] = loop.create_future()
+            self.arbitrator.when_closed(pending, lambda: _resolve_soon(loop, future))
+        timeout = pending.deadline - self.arbitrator.clock()
+        if timeout > 0 and not future.done():
+            await asyncio.wait((future,), timeout=timeout)
 
-def _handle(context: grpc.ServicerContext, fn: Callable[[], object]) -> object:
-    """Run ``fn``; turn rejections into status codes (``context.abort`` raises, so it runs last)."""
+    def _answer_pb(self, answer: Answer) -> pb.ReportWindowResponse:
+        """The window's answer, built once per decision (its vector holds a size per worker) and copied."""
+        held = self._answers.get(id(answer.batch_sizes))
+        if held is None or held[0] is not answer.batch_sizes:
+            while len(self._answers) >= 16:
+                self._answers.pop(next(iter(self._answers)))
+            held = self._answers[id(answer.batch_sizes)] = (
+                answer.batch_sizes, convert.answer_to_pb(dataclasses.replace(answer, batch_size=0, late=False)))
+        msg = pb.ReportWindowResponse()
+        msg.CopyFrom(held[1])
+        msg.batch_size, msg.late = answer.batch_size, answer.late
+        return msg
+
+
+def _resolve_soon(loop: asyncio.AbstractEventLoop, future: asyncio.Future) -> None:
+    def resolve() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    if threading.get_ident() == _LOOP.thread_id:
+        resolve()  # on the loop already (the usual case): set_result only schedules the waiters
+    else:
+        loop.call_soon_threadsafe(resolve)
+
+
+class _Unparseable:
+    """A request whose bytes are not its message (answered INVALID_ARGUMENT, not gRPC's UNKNOWN)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as exc:  # protobuf's DecodeError, or anything else the bytes provoke
+            return _Unparseable(exc)
+
+    return deserialize
+
+
+def add_servicer(servicer: ArbitratorServicer, server: grpc.aio.Server) -> None:
+    """``add_ArbitratorServicer_to_server`` with deserializers that never raise (see :class:`_Unparseable`)."""
+    handlers = {}
+    for method in pb.DESCRIPTOR.services_by_name["Arbitrator"].methods:
+        request, response = getattr(pb, method.input_type.name), getattr(pb, method.output_type.name)
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, method.name), request_deserializer=_lenient(request.FromString),
+            response_serializer=response.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+
+
+async def _handle(context: grpc.aio.ServicerContext, request: Any, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` (awaited when it is a coroutine function); turn rejections into status codes
+    (``context.abort`` raises, so it runs last)."""
     try:
-        return fn()
+        if isinstance(request, _Unparseable):
+            raise InvalidArgument(f"the request's bytes are not this method's message ({request.error})")
+        return await fn() if inspect.iscoroutinefunction(fn) else fn()
     except InvalidArgument as exc:
         code, message = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     except FailedPrecondition as exc:
@@ -101,10 +181,10 @@ def _handle(context: grpc.ServicerContext, fn: Callable[[], object]) -> object:
         log.exception("arbitrator: unexpected error")
         code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
     log.debug("rejected: %s %s", code.name, message)
-    context.abort(code, message)
+    await context.abort(code, message)
 
 
-class TokenInterceptor(grpc.ServerInterceptor):
+class TokenInterceptor(grpc.aio.ServerInterceptor):
     """Refuses (UNAUTHENTICATED) every call without ``authorization: Bearer <token>``."""
 
     def __init__(self, token: str) -> None:
@@ -112,14 +192,14 @@ class TokenInterceptor(grpc.ServerInterceptor):
             raise ValueError("token must be a non-empty string")
         self._expected = f"Bearer {token}".encode()
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
         presented = dict(handler_call_details.invocation_metadata or ()).get(AUTH_METADATA_KEY, "")
         if handler is None or hmac.compare_digest(str(presented).encode(), self._expected):
             return handler
 
-        def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong arbitrator token")
+        async def deny(request, context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong arbitrator token")
 
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
@@ -128,8 +208,50 @@ class TokenInterceptor(grpc.ServerInterceptor):
             deny, handler.request_deserializer, handler.response_serializer)
 
 
+class _Loop:
+    """The process's arbitrator event loop: one daemon thread, started on first use, shared by servers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread_id: int | None = None
+
+    def run(self, coro) -> Any:
+        """Run ``coro`` on the loop and return its result (raising its exception) in the caller's thread."""
+        with self._lock:
+            if self.loop is None:
+                ready = threading.Event()
+                self.loop = asyncio.new_event_loop()
+                threading.Thread(target=self._forever, args=(ready,), name="arbitrator-loop", daemon=True).start()
+                ready.wait()
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def _forever(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.thread_id = threading.get_ident()
+        self.loop.call_soon(ready.set)
+        self.loop.run_forever()
+
+
+_LOOP = _Loop()
+
+
+def _check_free(host: str, port: int, address: str) -> None:
+    """Refuse a port another process listens on before gRPC tries it (gRPC's own refusal, kept as the
+    check of record, also logs a line of its own to stderr)."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed server's TIME_WAIT is no owner
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            raise OSError(f"could not bind {address}: {exc.strerror} (another arbitrator?)") from None
+
+
 class ArbitratorServer:
-    """A started gRPC server around an :class:`Arbitrator`; ``port`` is the bound port."""
+    """A started gRPC server around an :class:`Arbitrator`; ``port`` is the bound port. The server runs
+    on the process's arbitrator event loop; the constructor and :meth:`stop` block until it is up or down."""
 
     def __init__(
         self,
@@ -138,7 +260,6 @@ class ArbitratorServer:
         port: int = 0,
         token: str | None = None,
         tls: tuple[bytes, bytes] | None = None,
-        max_threads: int = 64,
     ) -> None:
         if not is_loopback(host) and not token and tls is None:
             raise ValueError(
@@ -148,27 +269,33 @@ class ArbitratorServer:
         if not is_loopback(host) and tls is None:
             log.warning("binding %s with a token but without TLS: the token travels in clear text", host)
         self.arbitrator = arbitrator
-        interceptors = [TokenInterceptor(token)] if token else []
-        self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="arbitrator"),
-            interceptors=interceptors,
-        )
-        pb_grpc.add_ArbitratorServicer_to_server(ArbitratorServicer(arbitrator, max_threads), self.server)
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if tls is None:
-            self.port = self.server.add_insecure_port(address)
-        else:
-            self.port = self.server.add_secure_port(address, grpc.ssl_server_credentials([tls]))
-        if self.port == 0:
-            raise OSError(f"could not bind {address}")
         self.host = host
-        self.server.start()
-        for name in ("", SERVICE_NAME):
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._stopped = threading.Event()
+        self.port = _LOOP.run(self._start(port, token, tls))
         log.info("arbitrator listening on %s:%d%s (policy %s, session %s)", host, self.port,
                  " with TLS" if tls else "", arbitrator.policy.name, arbitrator.session_id)
+
+    async def _start(self, port: int, token: str | None, tls: tuple[bytes, bytes] | None) -> int:
+        self.server = grpc.aio.server(interceptors=[TokenInterceptor(token)] if token else [],
+                                      options=[("grpc.so_reuseport", 0)])
+        add_servicer(ArbitratorServicer(self.arbitrator), self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        address = f"[{self.host}]:{port}" if ":" in self.host else f"{self.host}:{port}"
+        _check_free(self.host, port, address)
+        try:
+            if tls is None:
+                bound = self.server.add_insecure_port(address)
+            else:
+                bound = self.server.add_secure_port(address, grpc.ssl_server_credentials([tls]))
+        except RuntimeError:  # grpc's word for a failed bind
+            bound = 0
+        if bound == 0 or (port and bound != port):
+            raise OSError(f"could not bind {address}: the port is in use (another arbitrator?) or not allowed")
+        await self.server.start()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        return bound
 
     @property
     def target(self) -> str:
@@ -176,8 +303,13 @@ class ArbitratorServer:
 
     def stop(self, grace_s: float | None = 1.0) -> None:
         """Report NOT_SERVING, then stop (in-flight calls get ``grace_s`` to finish)."""
-        self.health.enter_graceful_shutdown()
-        self.server.stop(grace_s).wait()
+        async def stop() -> None:
+            await self.health.enter_graceful_shutdown()
+            await self.server.stop(grace_s)
+
+        if not self._stopped.is_set():
+            _LOOP.run(stop())
+            self._stopped.set()
 
     def wait(self) -> None:
-        self.server.wait_for_termination()
+        self._stopped.wait()

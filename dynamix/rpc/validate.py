@@ -26,6 +26,7 @@ from dynamix.policies.base import Bounds
 BIG = 1e30  # finite stand-in for "unbounded above": rejects inf
 MAX_WORKERS = 4096  # same bound as engine.world_size
 MAX_BATCH = 65536  # same bound as batch.max
+MAX_RUNS = 64  # runs one arbitrator serves at once: bounds the memory strangers can make it hold
 OPTIMIZERS = ("sgd", "adam")
 
 
