@@ -49,7 +49,7 @@ from dynamix.engine.world import spawn_world
 DENSITIES = (0.001, 0.01, 0.1)
 
 
-def _gradient(n: int, density: float, workers: int, rank: int, independent: bool) -> torch.Tensor:
+def gradient(n: int, density: float, workers: int, rank: int, independent: bool) -> torch.Tensor:
     support_seed = 1000 + rank if independent else 1000
     keep = torch.rand(n, generator=torch.Generator().manual_seed(support_seed)) < (
         density / workers if independent else density)
@@ -61,7 +61,7 @@ def _rank(rank: int, n: int, rounds: int, independent: bool) -> dict:
     workers = dist.get_world_size()
     out = {}
     for density in DENSITIES:
-        g = _gradient(n, density, workers, rank, independent)
+        g = gradient(n, density, workers, rank, independent)
         flat = SimpleNamespace(grad=torch.empty_like(g), nbytes=g.numel() * g.element_size())
         dense, lhc = RingSync(flat), LHCRingSync(flat, Codec(seed=7))
         times = {"dense": [], "lhc": []}
@@ -124,21 +124,25 @@ def modelled_speedup(r: dict, numel: int, workers: int, gbps: float, latency_ms:
     return dense.comm_ms(bw, lat, arch) / lhc.comm_ms(bw, lat, arch)
 
 
-def engine_speedup(iters: int) -> dict:
-    """ncf, 4 ring workers on 1 Gbit/s links (emulated floor): mean iteration time without / with LHC."""
-    spec = clusters.homogeneous(4, bandwidth_gbps=1.0, latency_ms=0.5)
+def engine_speedup(iters: int, bandwidth_gbps: float = 1.0, latency_ms: float = 0.5, net_mode: str = "inject",
+                   model: str = "ncf", dataset: str = "interactions") -> dict:
+    """A sparse workload (ncf), 4 ring workers of 64 samples on ``bandwidth_gbps`` links (``inject``: the
+    emulated floor; ``netns``: shaped veths, root only): per-iteration means without / with LHC."""
+    spec = clusters.homogeneous(4, bandwidth_gbps=bandwidth_gbps, latency_ms=latency_ms)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for comp in ("none", "lhc"):
             cfg = config.load(profile="smoke", overrides=[
-                "model.name=ncf", "data.dataset=interactions", "data.augment=false", "train.threads=1",
+                f"model.name={model}", f"data.dataset={dataset}", "data.augment=false", "train.threads=1",
                 f"train.max_iters={iters}", f"train.eval_every={iters}", "train.eval_samples=600",
-                "batch.window=5", f"engine.compression={comp}"])
+                "batch.window=5", f"engine.compression={comp}", f"engine.net_mode={net_mode}"])
             run_local(cfg, spec, "static:64", Path(tmp) / comp, 4, method="torchrun", timeout_s=1200)
             runs = pd.read_csv(Path(tmp) / comp / "runs.csv")
             later = runs[runs["window"] > 0]  # the first window warms up
-            out[comp] = {"iter_ms": float(later["iter_time_ms"].mean()), "comm_ms": float(later["comm_ms"].mean()),
-                         "compression_ratio": float(later["compression_ratio"].mean())}
+            out[comp] = {k: float(later[c].mean()) for k, c in (
+                ("iter_ms", "iter_time_ms"), ("compute_ms", "compute_ms"), ("comm_ms", "comm_ms"),
+                ("comm_bytes", "comm_bytes"), ("compression_ratio", "compression_ratio"),
+                ("encode_ms", "encode_ms"), ("decode_ms", "decode_ms"))}
     out["iteration_speedup"] = out["none"]["iter_ms"] / out["lhc"]["iter_ms"]
     return out
 

@@ -89,9 +89,10 @@ SEED = rng(0, 2**31 - 1)
 class DataConfig:
     """Which data set, and where CIFAR-10 comes from; see :mod:`dynamix.data.sources`."""
 
-    # cifar10 (from ``source``), or interactions: the seeded synthetic (user, item) data set of the
-    # sparse workload (model.name = ncf), see dynamix.data.interactions
-    dataset: str = setting("cifar10", one_of("cifar10", "interactions"))
+    # cifar10 (from ``source``), or a seeded synthetic data set of a sparse workload: interactions,
+    # (user, item) pairs for model.name = ncf (dynamix.data.interactions); tokens, token windows for
+    # model.name = lstm-lm (dynamix.data.tokens)
+    dataset: str = setting("cifar10", one_of("cifar10", "interactions", "tokens"))
     source: str = setting("embedded", one_of("embedded", "path", "torchvision"))
     # embedded: the class-balanced subset committed as data/cifar10-mini.tar.gz;
     # path: a directory or .tar.gz in ImageFolder layout; $DYNAMIX_CIFAR10 overrides ``path``;
@@ -103,7 +104,8 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which network to train; names are the keys of ``dynamix.models.REGISTRY`` (ncf needs data.dataset = interactions)."""
+    """Which network to train; names are the keys of ``dynamix.models.REGISTRY`` (ncf needs data.dataset =
+    interactions, lstm-lm data.dataset = tokens)."""
 
     name: str = setting("tiny-cnn")
     width: float = setting(1.0, rng(0.0625, 8.0))  # channel multiplier for VGG/ResNet families
@@ -317,6 +319,10 @@ class SimToRealExperiment:
     published: str = setting("docs/expected/sim2real")
 
 
+ID_DATASETS = {"ncf": "interactions", "lstm-lm": "tokens"}
+"""The models that train on a synthetic id data set, and its ``data.dataset`` name."""
+
+
 @dataclass(frozen=True)
 class CompressionExperiment:
     """Batch-size policies with and without lossless gradient compression on communication-bound
@@ -330,13 +336,14 @@ class CompressionExperiment:
     # The workload: the embedding model ncf on the interaction data, whose gradients are sparse.
     model: str = setting("ncf")
     width: float = setting(1.0, rng(0.0625, 8.0))
-    dataset: str = setting("interactions", one_of("cifar10", "interactions"))
+    dataset: str = setting("interactions", one_of("cifar10", "interactions", "tokens"))
     epochs: float = setting(2.0, rng(0.0, 10000.0))  # every run's budget in epochs (0: experiments.epochs)
 
     def __post_init__(self) -> None:
-        if (self.model == "ncf") != (self.dataset == "interactions"):
+        if ID_DATASETS.get(self.model, "cifar10") != self.dataset:
             raise ConfigError(f"experiments.compression.model = {self.model!r} with dataset = {self.dataset!r} is "
-                              "not allowed: ncf trains on interactions, every other model on cifar10")
+                              "not allowed: ncf trains on interactions, lstm-lm on tokens, every other model on "
+                              "cifar10")
 
 
 ABLATION_STEPS = ("paper", "time", "imbalance", "state", "dynamix")

@@ -1,4 +1,4 @@
-"""CIFAR-10 sources, the tensor cache, the global sampler and augmentation."""
+"""CIFAR-10 sources, the tensor cache, the global sampler, augmentation and the synthetic token stream."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from PIL import Image
 
 from dynamix import paths
 from dynamix.config import DataConfig
-from dynamix.data import CLASSES, DataSourceError, GlobalSampler, augment, load_cifar10
+from dynamix.data import CLASSES, DataSourceError, GlobalSampler, augment, load_cifar10, tokens
 from dynamix.data.sources import ENV_VAR
 
 SHARED = paths.ROOT.parent / "shared" / "datasets" / "cifar10-jpeg.tar.gz"
@@ -155,3 +155,16 @@ def test_concurrent_first_loads_share_one_cache(tmp_path):
     assert [out.strip() for out, _ in outs] == ["10000"] * 3
     assert len(list((tmp_path / "cache").glob("*.pt"))) == 1
     assert not list((tmp_path / "cache").glob("*.tmp"))
+
+
+def test_token_windows_are_seeded_end_in_their_label_and_follow_the_topic_walk():
+    a, b, c = tokens.generate(train=4000, test=100), tokens.generate(train=4000, test=100), \
+        tokens.generate(seed=1, train=4000, test=100)
+    assert torch.equal(a.train_x, b.train_x) and torch.equal(a.test_x, b.test_x)
+    assert not torch.equal(a.train_x, c.train_x)
+    assert a.train_x.shape == (4000, tokens.CONTEXT + 1) and torch.equal(a.train_y, a.train_x[:, -1])
+    assert torch.equal(a.train_x[1:, :-1], a.train_x[:-1, 1:])  # windows of one stream, one token apart
+    assert 0 <= int(a.train_x.min()) and int(a.train_x.max()) < tokens.VOCAB
+    topic = a.train_x[:, 0] % tokens.TOPICS
+    follows = float(((topic[1:] - topic[:-1]) % tokens.TOPICS == 1).float().mean())
+    assert follows == pytest.approx(tokens.FOLLOW + (1 - tokens.FOLLOW) / tokens.TOPICS, abs=0.03)

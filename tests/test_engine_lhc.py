@@ -1,4 +1,5 @@
-"""The engine with lossless homomorphic compression (engine.compression = lhc) on the sparse NCF workload.
+"""The engine with lossless homomorphic compression (engine.compression = lhc) on the sparse workloads
+(NCF; the LSTM language model).
 
 Tolerance: LHC changes only the float summation order of the gradient (the sketch counters add and
 peel values in another order than the dense all-reduce, and parameter-server mode sums in yet another),
@@ -65,6 +66,25 @@ def test_four_torchrun_workers_follow_the_same_trajectory_with_and_without_lhc(t
         assert (r_lhc["encode_ms"] > 0).all() and (r_lhc["decode_ms"] > 0).all()
     assert runs["ring", "lhc"][0]["final_test_loss"] == pytest.approx(runs["ps", "lhc"][0]["final_test_loss"],
                                                                        abs=1e-4)
+
+
+@pytest.mark.slow
+def test_lstm_lm_follows_the_same_trajectory_with_and_without_lhc(tmp_path):
+    """The second sparse workload (sampled-softmax LSTM language model), 4 torchrun ring workers."""
+    runs = {}
+    for comp in ("none", "lhc"):
+        cfg = config_mod.load(profile="smoke", overrides=[
+            "model.name=lstm-lm", "data.dataset=tokens", "data.augment=false", "train.eval_samples=600",
+            "train.threads=1", "optim.lr=0.5", "train.max_iters=16", "batch.window=4", "train.eval_every=16",
+            f"engine.compression={comp}"])
+        runs[comp] = (run_local(cfg, None, "static:32", tmp_path / comp, 4, method="torchrun", timeout_s=300),
+                      pd.read_csv(tmp_path / comp / "runs.csv"))
+    (s_none, r_none), (s_lhc, r_lhc) = runs["none"], runs["lhc"]
+    assert s_none["iterations"] == s_lhc["iterations"] == 16
+    assert r_none["loss"].iloc[-1] < r_none["loss"].iloc[0]  # it learns
+    assert (r_none["loss"] - r_lhc["loss"]).abs().max() <= 1e-4
+    assert s_none["final_test_loss"] == pytest.approx(s_lhc["final_test_loss"], abs=1e-4)
+    assert (r_lhc["compression_ratio"] > 5.0).all()
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """Every registered model has the expected parameter count; the CIFAR-form ones map 3x32x32 to 10
-logits, ncf maps (user, item) ids to 2 logits."""
+logits, ncf maps (user, item) ids to 2 logits, lstm-lm token windows to one logit per token."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ EXPECTED_PARAMS = {
     "resnet34": 21_282_122,
     "resnet50": 23_520_842,
     "ncf": 1_410_706,  # 2 x (2,000 + 20,000) x 32 embeddings + the MLP and head
+    "lstm-lm": 3_203_584,  # 32,768 x 32 embedding + 32,768 x (64 + 1) softmax + the 25,088 of the LSTM
 }
+LOGITS = {"ncf": 2, "lstm-lm": 32_768}
 
 
 def test_registry_is_exactly_the_documented_zoo():
@@ -32,7 +34,7 @@ def test_registry_is_exactly_the_documented_zoo():
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMS))
 def test_output_shape_and_parameter_count(name):
     model = build_model(name)
-    assert check_output(model) == torch.Size([2, 2 if name == "ncf" else 10])
+    assert check_output(model) == torch.Size([2, LOGITS.get(name, 10)])
     assert num_parameters(model) == EXPECTED_PARAMS[name]
     assert gradient_bytes(model) == 4 * EXPECTED_PARAMS[name]
 
@@ -73,3 +75,27 @@ def test_ncf_tables_match_the_interaction_data_set_and_its_gradient_is_sparse():
     torch.nn.functional.cross_entropy(model(data.train_x[:64]), data.train_y[:64]).backward()
     g = torch.cat([p.grad.flatten() for p in model.parameters()])
     assert 0 < float((g != 0).float().mean()) < 0.02  # 64 samples touch < 2 % of the parameters
+
+
+def test_lstm_lm_vocabulary_matches_the_token_data_and_a_batch_touches_only_its_tokens_rows():
+    """Sampled softmax in training: the embedding and softmax rows of tokens outside the batch get
+    exactly zero gradient (~97 % of the parameters); evaluation scores the whole vocabulary."""
+    from dynamix.data import tokens
+    from dynamix.models import lstm
+
+    assert lstm.VOCAB == tokens.VOCAB
+    data = tokens.generate(train=512, test=0)
+    torch.manual_seed(0)
+    model = build_model("lstm-lm")
+    x, y = data.train_x[:64], data.train_y[:64]
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    seen = torch.zeros(lstm.VOCAB, dtype=torch.bool)
+    seen[x.unique()] = True
+    for table in (model.embed.weight, model.out_weight):
+        assert not table.grad[~seen].any()
+    assert model.out_weight.grad[y].abs().sum(1).gt(0).all()  # every target's softmax row is trained
+    g = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert 0 < float((g != 0).float().mean()) < 0.03  # 64 windows touch < 3 % of the parameters
+    model.eval()
+    with torch.no_grad():
+        assert torch.isfinite(model(x)).all()

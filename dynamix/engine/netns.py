@@ -3,7 +3,9 @@
 Each rank runs in its own network namespace ``dmx<i>`` with address 10.77.0.<i+1>/24 on a veth pair
 whose other end is enslaved to the bridge ``dmxbr0``. Both ends of rank i's veth get a ``tc tbf``
 qdisc at the spec's bandwidth (worker i's ``bandwidth_gbps``; servers get the architecture's
-``server_bandwidth_gbps``), so everything rank i sends or receives crosses a real token bucket. The
+``server_bandwidth_gbps``), so everything rank i sends or receives crosses a real token bucket; an
+infinite bandwidth leaves the link unshaped, and :meth:`NetnsCluster.shape` changes the rates of
+running links (a benchmark sweeps link speeds without restarting its ranks). The
 netem qdisc (delay) is missing from some kernels, including this project's machines, so latency stays
 injected by :mod:`dynamix.engine.hetero` (which then leaves bandwidth to the shaper).
 
@@ -16,6 +18,7 @@ also after errors. Checkpoint restarts (``--max-restarts``) are not supported in
 from __future__ import annotations
 
 import logging
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -36,6 +39,11 @@ def ns_name(i: int) -> str:
 
 def address(i: int) -> str:
     return f"{SUBNET}.{i + 1}"
+
+
+def device(i: int) -> str:
+    """Rank i's end of its veth pair, inside its namespace (what gloo binds to)."""
+    return f"dmxp{i}"
 
 
 def tbf_args(bandwidth_gbps: float) -> list[str]:
@@ -80,7 +88,7 @@ class NetnsCluster:
         _ip("link", "add", BRIDGE, "type", "bridge")
         _ip("link", "set", BRIDGE, "up")
         for i, bw in enumerate(self.bandwidths_gbps):
-            ns, host_end, ns_end = ns_name(i), f"dmxv{i}", f"dmxp{i}"
+            ns, host_end, ns_end = ns_name(i), f"dmxv{i}", device(i)
             _ip("netns", "add", ns)
             _ip("link", "add", host_end, "type", "veth", "peer", "name", ns_end)
             _ip("link", "set", ns_end, "netns", ns)
@@ -89,9 +97,18 @@ class NetnsCluster:
             _ip("-n", ns, "addr", "add", f"{address(i)}/24", "dev", ns_end)
             _ip("-n", ns, "link", "set", ns_end, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-            subprocess.run(["tc", "qdisc", "add", "dev", host_end, "root", *tbf_args(bw)], check=True)
-            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", ns_end, "root", *tbf_args(bw)],
-                           check=True)
+        self.shape(self.bandwidths_gbps)
+
+    def shape(self, bandwidths_gbps: list[float]) -> None:
+        """Put rank i's links (both veth ends) behind a tbf at ``bandwidths_gbps[i]``; inf: unshaped."""
+        if len(bandwidths_gbps) != len(self.bandwidths_gbps):
+            raise ValueError(f"{len(bandwidths_gbps)} bandwidths for {len(self.bandwidths_gbps)} ranks")
+        for i, bw in enumerate(bandwidths_gbps):
+            for prefix, dev in (([], f"dmxv{i}"), (["ip", "netns", "exec", ns_name(i)], device(i))):
+                subprocess.run([*prefix, "tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
+                if math.isfinite(bw):
+                    subprocess.run([*prefix, "tc", "qdisc", "add", "dev", dev, "root", *tbf_args(bw)], check=True)
+        self.bandwidths_gbps = list(bandwidths_gbps)
         log.info("netns: %d namespaces on %s, tbf at %s Gbit/s", len(self.bandwidths_gbps), BRIDGE,
                  self.bandwidths_gbps)
 
@@ -109,7 +126,7 @@ class NetnsCluster:
             cmd = ["ip", "netns", "exec", ns_name(i), rank_cmd[0], "-m", "torch.distributed.run",
                    f"--nnodes={n}", f"--node-rank={i}", "--nproc-per-node=1", f"--master-addr={address(0)}",
                    f"--master-port={MASTER_PORT}", *rank_cmd[1:]]
-            out.append((cmd, {"GLOO_SOCKET_IFNAME": f"dmxp{i}", "DYNAMIX_NETNS": "1"}))
+            out.append((cmd, {"GLOO_SOCKET_IFNAME": device(i), "DYNAMIX_NETNS": "1"}))
         return out
 
 

@@ -93,7 +93,7 @@ def workload(cfg: Config, compression: str) -> Config:
     model's batches keep theirs."""
     e = cfg.experiments.compression
     train: dict = {"epochs": e.epochs, "max_iters": 0} if e.epochs else {}
-    if e.dataset == "interactions":
+    if e.dataset != "cifar10":
         train["channels_last"] = False
     return shared.sim_config(cfg, model={"name": e.model, "width": e.width}, data={"dataset": e.dataset},
                              engine={"compression": compression}, train=train)

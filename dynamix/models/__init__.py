@@ -1,11 +1,13 @@
-"""Registry of models: CIFAR-form (3x32x32 input, 10 logits), and ``ncf`` on (user, item) ids.
+"""Registry of models: CIFAR-form (3x32x32 input, 10 logits), ``ncf`` on (user, item) ids, and
+``lstm-lm`` on token windows.
 
 Paper-size models (VGG11/13/16/19 with batch norm, ResNet18/34/50 in the CIFAR stem variant of
 K. Liu's widely used pytorch-cifar) are the ``paper`` profile's workloads for GPU clusters; the
 CPU-sized ones (tiny-cnn, mlp, resnet8, resnet20 of He et al. 2016, Sec. 4.2) stand in for them on
 laptops and CI. ``width`` multiplies every channel count of the VGG and ResNet families, and the
 embedding dimension (32) of ``ncf``, the sparse-gradient workload (:mod:`dynamix.models.ncf`, trained
-on ``data.dataset = interactions``).
+on ``data.dataset = interactions``), and the embedding (32) and hidden (64) sizes of ``lstm-lm``, the
+second (:mod:`dynamix.models.lstm`, a sampled-softmax language model on ``data.dataset = tokens``).
 
     >>> from dynamix.models import build_model
     >>> build_model("resnet20").num_parameters()  # doctest: +SKIP
@@ -18,6 +20,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from dynamix.models.lstm import LSTMLM
 from dynamix.models.ncf import NCF
 from dynamix.models.resnet import cifar_resnet, resnet_bottleneck, resnet_basic
 from dynamix.models.small import MLP, TinyCNN
@@ -38,6 +41,7 @@ REGISTRY: dict[str, Callable[[float], nn.Module]] = {
     "resnet34": lambda w: resnet_basic((3, 4, 6, 3), width=w),
     "resnet50": lambda w: resnet_bottleneck((3, 4, 6, 3), width=w),
     "ncf": lambda w: NCF(dim=max(2, int(round(32 * w)))),
+    "lstm-lm": lambda w: LSTMLM(dim=max(2, int(round(32 * w))), hidden=max(2, int(round(64 * w)))),
 }
 
 

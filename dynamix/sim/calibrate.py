@@ -41,8 +41,8 @@ import numpy as np
 import torch
 
 from dynamix import io, paths
-from dynamix.config import ConfigError, OptimConfig
-from dynamix.data import BatchMaker, generate_interactions
+from dynamix.config import ID_DATASETS, ConfigError, OptimConfig
+from dynamix.data import GENERATED, BatchMaker
 from dynamix.errors import InputFileError, UserError
 from dynamix.models import build_model, gradient_bytes
 from dynamix.train.core import Trainer
@@ -138,8 +138,8 @@ def measure(model_name: str, width: float, batch_sizes, repeats: int = 5, warmup
     trainer = Trainer(model, OptimConfig(), total_iters=1, device=device, amp=amp)
     n_pool = max(batch_sizes)
     gen = torch.Generator().manual_seed(seed)
-    if hasattr(model, "example_input"):  # an id model (ncf): the interaction data set's samples
-        data = generate_interactions(seed=seed, train=n_pool, test=0)
+    if model_name in ID_DATASETS:  # an id model (ncf, lstm-lm): its synthetic data set's samples
+        data = GENERATED[ID_DATASETS[model_name]](seed=seed, train=n_pool, test=0)
         maker = BatchMaker(data.train_x, data.train_y, augment_train=False, seed=seed)
     else:
         images = torch.randint(0, 256, (n_pool, 3, 32, 32), dtype=torch.uint8, generator=gen)
