@@ -8,8 +8,9 @@ Both sides are :class:`dynamix.rl.env.DynamixEnv` on the same fixed cluster and 
 workload, ``training_config``), one torch thread, stepping the same seeded random actions and
 resetting at the end of each episode (a reset runs the episode's first window, so it is counted as
 time, not as a transition). ``real``: ``rl.backend: sim``, the model math; ``surrogate``:
-``rl.backend: surrogate`` with the fitted model of the profile's workload (``dynamix fit-surrogate``
-first). Rounds alternate real / surrogate so machine-load drift hits both alike; each side's rate is
+``rl.backend: surrogate`` with the fitted model of the profile's workload: ``results/surrogate``'s
+(``dynamix fit-surrogate``), else the one the profile published (``docs/expected/PROFILE/``, or
+``results/profiles/PROFILE/surrogate/``), so it runs on a fresh clone. Rounds alternate real / surrogate so machine-load drift hits both alike; each side's rate is
 the median over rounds. A transition is one worker's window, so a step of N workers is N transitions.
 Wall time on a shared machine swings with the other processes, so the ratio of steps per CPU second of
 this process (one thread: CPU time is the work done) is reported beside it. The last line is one JSON
@@ -27,8 +28,24 @@ import numpy as np
 import torch
 
 from dynamix import cluster as clusters
-from dynamix import config
+from dynamix import config, paths
 from dynamix.rl.env import DynamixEnv, training_config
+from dynamix.sim import progress
+
+
+def surrogate_path(profile: str) -> str:
+    """The profile's fitted surrogate: the one fitted here when there is one, else the published one."""
+    cfg = training_config(config.load(profile=profile))
+    if cfg.rl.surrogate:  # the profile names its own
+        return cfg.rl.surrogate
+    fitted = progress.default_path(cfg)
+    published = [paths.ROOT / "docs" / "expected" / profile / f"surrogate-{fitted.name}",
+                 paths.RESULTS / "profiles" / profile / "surrogate" / fitted.name]
+    found = [p for p in (fitted, *published) if p.exists()]
+    if not found:
+        raise SystemExit(f"no fitted surrogate of profile {profile!r} ({fitted} or the published "
+                         f"{published[0]}): run `dynamix fit-surrogate --profile {profile}` first")
+    return paths.relative(found[0])
 
 
 def rate(env: DynamixEnv, seconds: float, seed: int) -> tuple[float, float, int]:
@@ -58,9 +75,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     spec = clusters.load(args.cluster)
+    surrogate = args.surrogate or surrogate_path(args.profile)
     envs = {}
     for side, backend in (("real", "sim"), ("surrogate", "surrogate")):
-        cfg = training_config(config.load(profile=args.profile, overrides={"rl": {"backend": backend, "surrogate": args.surrogate}}))
+        cfg = training_config(config.load(profile=args.profile, overrides={"rl": {"backend": backend, "surrogate": surrogate}}))
         envs[side] = DynamixEnv(cfg, specs=[spec])
     rates: dict[str, list[float]] = {"real": [], "surrogate": []}
     cpu_rates: dict[str, list[float]] = {"real": [], "surrogate": []}

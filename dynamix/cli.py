@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim2real": ("dynamix.commands.sim2real", "the agent, LB-BSP and the static sweep on the real engine beside the simulator"),
     "fit-surrogate": ("dynamix.commands.fit_surrogate", "fit the fast surrogate of a workload to real-math simulator runs"),
     "validate-surrogate": ("dynamix.commands.validate_surrogate", "surrogate vs real-math simulator: time to target per policy"),
+    "convert-policy": ("dynamix.commands.convert_policy", "rewrite a trusted pickled policy artifact as data only"),
     "evaluate": ("dynamix.commands.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
 }
 
@@ -93,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_ERROR = 1000
+"""The longest error line printed: a message quoting a huge input is cut, never repeated whole."""
+
 FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 """An input path the user gave that cannot be opened: a user's mistake, like :class:`UserError`."""
 
@@ -100,8 +104,10 @@ FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, Permiss
 def error_line(exc: BaseException) -> str:
     """The one-line message of a user's mistake; a file error names the file."""
     if isinstance(exc, FILE_ERRORS) and exc.filename is not None:
-        return f"{exc.filename}: {(exc.strerror or type(exc).__name__).lower()}"
-    return " ".join(str(exc).split()) or type(exc).__name__
+        line = f"{exc.filename}: {(exc.strerror or type(exc).__name__).lower()}"
+    else:
+        line = " ".join(str(exc).split()) or type(exc).__name__
+    return line if len(line) <= MAX_ERROR else f"{line[:MAX_ERROR - 30]}... ({len(line):,} chars in all)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"dynamix {name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        held = sys.modules.get("dynamix.rundir")  # imported by every command that holds a folder
+        if held is not None:
+            held.release_all()  # the output folders the command held (dynamix.rundir.lock)
 
 
 if __name__ == "__main__":

@@ -45,18 +45,83 @@ class ConfigError(UserError, ValueError):
     mistake: ``dynamix`` prints it as one line and exits with status 2)."""
 
 
+YAML_LIMITS = {"bytes": 1 << 22, "depth": 64, "nodes": 1_000_000}
+"""What one YAML input may hold: 4 MiB of text, nesting 64 deep, a million values once its aliases
+are expanded (a few hundred bytes of nested aliases otherwise expand to gigabytes)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses, while composing, nesting deeper than ``YAML_LIMITS["depth"]``
+    (before Python's recursion limit) and a document whose aliases expand beyond ``"nodes"``."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > YAML_LIMITS["depth"]:
+                raise ConfigError(f"nesting deeper than {YAML_LIMITS['depth']} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def compose_document(self):
+        node = super().compose_document()
+        sizes: dict[int, int] = {}
+
+        def expanded(n) -> int:  # values under n with every alias expanded; each distinct node once
+            if id(n) not in sizes:
+                sizes[id(n)] = YAML_LIMITS["nodes"] + 1  # until counted: a node inside itself is endless
+                children = n.value if isinstance(n, yaml.SequenceNode) else \
+                    [c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode) else []
+                sizes[id(n)] = min(1 + sum(expanded(c) for c in children), YAML_LIMITS["nodes"] + 1)
+            return sizes[id(n)]
+
+        if node is not None and expanded(node) > YAML_LIMITS["nodes"]:
+            raise ConfigError(f"more than {YAML_LIMITS['nodes']:,} values once its aliases are expanded")
+        return node
+
+
 def parse_yaml(text: Any, source: str) -> Any:
-    """``yaml.safe_load(text)`` (a string or an open file); a syntax error is a :class:`ConfigError`
-    naming ``source`` and the line and column."""
+    """``yaml.safe_load(text)`` (a string or an open file) within :data:`YAML_LIMITS`; a syntax error
+    or a limit is a :class:`ConfigError` naming ``source`` (and the line and column)."""
+    source = clip(source)
     try:
-        return yaml.safe_load(text)
+        text = text if isinstance(text, str) else text.read(YAML_LIMITS["bytes"] + 1)
+        if len(text) > YAML_LIMITS["bytes"]:
+            raise ConfigError(f"more than {YAML_LIMITS['bytes']:,} characters")
+        return yaml.load(text, Loader=_BoundedLoader)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: refused: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{source}: not a text file (UTF-8 YAML expected)") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ConfigError(f"{source}: refused: {clip(str(exc))}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{where}: not valid YAML ({problem})") from None
+
+
+def read_yaml(path: Path, source: str) -> Any:
+    """The YAML file at ``path`` (:func:`parse_yaml`, errors naming ``source``); a FIFO, device or other
+    non-file is refused before it is opened (reading one would wait forever or never end)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise ConfigError(f"{clip(source)}: not a regular file")
+    with open(path) as fh:
+        return parse_yaml(fh, source)
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters for an error message: a message names what was wrong,
+    never repeats a huge value."""
+    return text if len(text) <= limit else f"{text[:limit - 15]}... ({len(text):,} chars)"
+
+
+def brief(value: Any) -> str:
+    """``repr(value)`` cut by :func:`clip`."""
+    return clip(repr(value))
 
 
 def rng(lo: float | None = None, hi: float | None = None) -> dict:
@@ -652,7 +717,7 @@ def _describe(meta: Mapping) -> str:
 
 def _check_range(name: str, value: Any, meta: Mapping) -> None:
     if "choices" in meta and value not in meta["choices"]:
-        raise ConfigError(f"{name} = {value!r} is not allowed: must be {_describe(meta)}")
+        raise ConfigError(f"{name} = {brief(value)} is not allowed: must be {_describe(meta)}")
     if "range" in meta:
         lo, hi = meta["range"]
         values = value if isinstance(value, tuple) else (value,)
@@ -660,7 +725,7 @@ def _check_range(name: str, value: Any, meta: Mapping) -> None:
             if isinstance(v, float) and math.isnan(v):
                 raise ConfigError(f"{name} is NaN: must be {_describe(meta)}")
             if (lo is not None and v < lo) or (hi is not None and v > hi):
-                raise ConfigError(f"{name} = {value!r} is out of range: must be {_describe(meta)}")
+                raise ConfigError(f"{name} = {brief(value)} is out of range: must be {_describe(meta)}")
 
 
 def check_value(name: str, value: Any, meta: Mapping) -> Any:
@@ -681,25 +746,25 @@ def _coerce(name: str, value: Any, typ: Any) -> Any:
     if origin is tuple:
         (elem, *_rest) = typing.get_args(typ)
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{name} must be a list, got {value!r}")
+            raise ConfigError(f"{name} must be a list, got {brief(value)}")
         return tuple(_coerce(f"{name}[{i}]", v, elem) for i, v in enumerate(value))
     if typ is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{name} must be true or false, got {value!r}")
+            raise ConfigError(f"{name} must be true or false, got {brief(value)}")
         return value
     if typ is int:
         if isinstance(value, bool) or not (
             isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         ):
-            raise ConfigError(f"{name} must be an integer, got {value!r}")
+            raise ConfigError(f"{name} must be an integer, got {brief(value)}")
         return int(value)
     if typ is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name} must be a number, got {value!r}")
+            raise ConfigError(f"{name} must be a number, got {brief(value)}")
         return float(value)
     if typ is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{name} must be a string, got {value!r}")
+            raise ConfigError(f"{name} must be a string, got {brief(value)}")
         return value
     if dataclasses.is_dataclass(typ):
         return build(typ, value, prefix=name)
@@ -710,14 +775,14 @@ def build(cls: type, data: Mapping[str, Any] | None, prefix: str = "") -> Any:
     """Build dataclass ``cls`` from ``data``: unknown keys, bad types and ranges raise ConfigError."""
     data = {} if data is None else data
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {data!r}")
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {brief(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = f"{prefix}." if prefix else ""
         raise ConfigError(
-            f"unknown key(s) {', '.join(where + k for k in unknown)}; "
+            f"unknown key(s) {clip(', '.join(where + str(k) for k in unknown))}; "
             f"allowed in {prefix or 'the top level'}: {', '.join(sorted(fields))}"
         )
     kwargs = {}
@@ -743,9 +808,12 @@ def deep_merge(base: Mapping, override: Mapping) -> dict:
 def parse_override(text: str) -> dict:
     """``"train.seed=3"`` -> ``{"train": {"seed": 3}}``; the value is parsed as YAML."""
     if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like section.key=value")
+        raise ConfigError(f"override {brief(text)} must look like section.key=value")
     key, raw = text.split("=", 1)
-    value = parse_yaml(raw, f"override {text!r}")
+    parts = key.strip().split(".")
+    if len(parts) > YAML_LIMITS["depth"]:
+        raise ConfigError(f"override {brief(text)}: the key is nested deeper than {YAML_LIMITS['depth']} levels")
+    value = parse_yaml(raw, f"override {brief(text)}")
     out: dict = {}
     cur = out
     parts = key.strip().split(".")
@@ -764,8 +832,7 @@ def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
 def read_params(path: str | Path | None = None) -> dict:
     """The raw ``params.yaml`` mapping (for DVC-style access and profile listing)."""
     p = paths.PARAMS if path is None else paths.resolve(path)
-    with open(p) as fh:
-        raw = parse_yaml(fh, str(p)) or {}
+    raw = read_yaml(p, str(p)) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{p} must hold a mapping at the top level")
     return raw
@@ -780,13 +847,15 @@ def load(
 
     ``overrides`` is a nested mapping or a list of ``section.key=value`` strings.
     """
+    if profile is not None and not profile.strip():
+        raise ConfigError("--profile is empty: name a profile of params.yaml, or leave it out for its `profile`")
     raw = read_params(path)
     profiles = raw.pop("profiles", {}) or {}
     chosen = profile or raw.pop("profile", "default")
     raw.pop("profile", None)
     if chosen not in profiles:
         raise ConfigError(
-            f"profile = {chosen!r} is not defined: must be one of {', '.join(sorted(profiles))}"
+            f"profile = {brief(chosen)} is not defined: must be one of {', '.join(sorted(profiles))}"
         )
     merged = deep_merge(raw, profiles[chosen] or {})
     if isinstance(overrides, list):

@@ -64,8 +64,16 @@ def save_torch(path: str | Path, obj: Any) -> Path:
     return Path(path)
 
 
+NUMPY_DATA = [np._core.multiarray.scalar, np._core.multiarray._reconstruct, np.ndarray, np.dtype,
+              *{type(np.dtype(t)) for t in (np.float64, np.float32, np.int64, np.int32, np.uint8, np.bool_)}]
+"""What rebuilds numpy scalars and arrays, the only globals beside torch's own that a data-only load
+(``weights_only=True``) accepts: each builds a value, none calls anything the file names."""
+
+
 def load_torch(path: str | Path, weights_only: bool = False) -> Any | None:
-    """The object ``torch.save``d at ``path`` (on CPU), or None when there is no file.
+    """The object ``torch.save``d at ``path`` (on CPU), or None when there is no file. ``weights_only``:
+    tensors, numpy values and plain containers only, so a file that pickles anything else is refused
+    before any of it runs.
 
     Raises :class:`UnreadableFileError` when the file exists but cannot be loaded.
     """
@@ -73,9 +81,12 @@ def load_torch(path: str | Path, weights_only: bool = False) -> Any | None:
     if not path.exists():
         return None
     try:
-        return torch.load(path, weights_only=weights_only, map_location="cpu")
+        with torch.serialization.safe_globals(NUMPY_DATA):
+            return torch.load(path, weights_only=weights_only, map_location="cpu")
     except Exception as exc:
-        raise UnreadableFileError(f"{path} is unreadable ({exc}); delete it to start over") from exc
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise UnreadableFileError(f"{path} is unreadable ({type(exc).__name__}: {first}); delete it to start "
+                                  "over") from exc
 
 
 # --------------------------------------------------------------------------------------------

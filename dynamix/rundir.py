@@ -6,18 +6,33 @@ seed and every config field. A command claims
 its ``--out`` before it writes anything (:func:`claim`): the same identity resumes, a different one
 is refused with one line naming what differs, and ``force`` removes the folder's run outputs and
 starts afresh. So a run is never spliced onto another's checkpoint, relabelled, or overwritten.
+
+Two commands never write one folder at once: every command that writes into a folder holds an
+exclusive ``fcntl.flock`` on ``OUT/.lock`` for its life (:func:`lock`; :func:`claim` takes it
+first), and a second one is refused with one line naming the folder and the holder's pid. The lock
+file also names the process group of the ranks a ``launch`` started (:func:`record_group`): the
+next command into the folder refuses while any of them lives, even when the launch itself was killed.
 """
 
 from __future__ import annotations
 
+import atexit
+import fcntl
 import json
+import os
+import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from dynamix import io
+from dynamix.config import UNHASHED
 from dynamix.errors import InputFileError, UserError
 
 RUN_FILE = "run.json"
+LOCK_FILE = ".lock"
+_held: dict[Path, int] = {}
+"""Folders this process holds: lock file descriptor by resolved folder (a second :func:`lock` of one
+is a no-op, so a command and the library calls under it share the lock)."""
 OUTPUTS = ("runs.csv", "summary.json", "summary.csv", "compare.csv", "checkpoint.pt", "iterations.csv",
            "progress.json", "config.json", "cluster.yaml")
 """Files a run writes into its folder: their presence means the folder holds a run."""
@@ -31,6 +46,113 @@ def out_path(out: str | Path, option: str = "--out") -> Path:
     if path.exists() and not path.is_dir():
         raise UserError(f"{option} {out}: not a folder")
     return path
+
+
+def plain_name(option: str, value: str) -> str:
+    """A name that becomes a file name inside a folder (``--name``, ``--prefix``): letters, digits,
+    ``_ . -``, not starting with a dot, so it can never point outside the folder."""
+    if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}", value):
+        raise UserError(f"{option} = {value[:200]!r} is not allowed: must be 1-128 letters, digits, '_', '.' or "
+                        "'-', not starting with '.' (it names a file inside the output folder)")
+    return value
+
+
+def _holder(fd: int) -> dict[str, int]:
+    """The lock file's record: ``{"pid": ..., "group": ...}`` (what a holder wrote; {} if unreadable)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        data = json.loads(os.read(fd, 4096) or b"{}")
+    except ValueError:
+        return {}
+    return {k: v for k, v in data.items() if type(v) is int and v > 0} if isinstance(data, dict) else {}
+
+
+def _write_holder(fd: int, record: Mapping[str, int]) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(dict(record)).encode(), 0)
+
+
+def group_alive(group: int) -> bool:
+    """Some process of ``group`` (not ours) is still running."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return group != os.getpgrp()
+
+
+class _Lock:
+    """What :func:`lock` returns: a context manager releasing the folder when it took it."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+
+    def __enter__(self) -> "_Lock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.folder is not None:
+            release(self.folder)
+
+
+def lock(out: str | Path, option: str = "--out") -> _Lock:
+    """Hold ``out`` (created) exclusively until :func:`release`, the end of a ``with`` block, or the
+    end of the process; a folder another process holds, or one a killed launch's ranks still write,
+    is a :class:`UserError` naming the folder and the holder."""
+    folder = out_path(out, option).resolve()
+    if folder in _held:
+        return _Lock(None)
+    folder.mkdir(parents=True, exist_ok=True)
+    while True:  # the holder unlinks the file as it releases: lock the file that is still there
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd).get("pid", "unknown")
+            os.close(fd)
+            raise UserError(f"{out} is in use by another dynamix command (pid {holder}): wait for it to end, "
+                            "or use another output folder") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(folder / LOCK_FILE).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    group = _holder(fd).get("group")
+    if group is not None and group_alive(group):
+        os.close(fd)
+        raise UserError(f"{out} is still written by the ranks of an earlier launch (process group {group}): "
+                        f"wait for them, or stop them with `kill -- -{group}`")
+    _write_holder(fd, {"pid": os.getpid()})
+    if not _held:
+        atexit.register(release_all)
+    _held[folder] = fd
+    return _Lock(folder)
+
+
+def record_group(out: str | Path, group: int | None) -> None:
+    """Name in the held lock of ``out`` the process group of ranks writing into it (None: they ended)."""
+    fd = _held[Path(out).resolve()]
+    _write_holder(fd, {"pid": os.getpid(), **({"group": group} if group is not None else {})})
+
+
+def release(out: str | Path) -> None:
+    """Give ``out`` up (its lock file removed first, so a waiting opener retries on a fresh one)."""
+    fd = _held.pop(Path(out).resolve(), None)
+    if fd is None:
+        return
+    if "group" not in _holder(fd):  # a live launch's ranks keep their record for the next command
+        Path(out, LOCK_FILE).resolve().unlink(missing_ok=True)
+    os.close(fd)
+
+
+def release_all() -> None:
+    """Give up every folder this process holds (the end of a command)."""
+    for folder in list(_held):
+        release(folder)
 
 
 def flat(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -47,9 +169,11 @@ def flat(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def identity(command: str, *, policy: str, cluster: str, seed: int, config: Mapping[str, Any],
              **extra: Any) -> dict[str, Any]:
-    """A run's identity as stored in ``run.json`` (``config``: the nested config mapping)."""
+    """A run's identity as stored in ``run.json`` (``config``: the nested config mapping, less the
+    sections that say only where it executes, :data:`~dynamix.config.UNHASHED`)."""
+    shaping = {k: v for k, v in config.items() if k not in UNHASHED}
     ident = {"command": command, "policy": policy, "cluster": cluster, "seed": seed, **extra,
-             "config": flat(config)}
+             "config": flat(shaping)}
     return json.loads(json.dumps(io.jsonable(ident), default=str))
 
 
@@ -86,14 +210,17 @@ def _corrupt(path: Path) -> dict:
     raise InputFileError(f"{path}: not a run record (corrupt): use --force to start afresh, or another --out")
 
 
-def claim(out: str | Path, ident: Mapping[str, Any], force: bool = False) -> str:
-    """Make ``out`` this run's folder before anything is written: ``"new"`` or ``"resume"``.
+def claim(out: str | Path, ident: Mapping[str, Any], force: bool = False, outputs: Iterable[str] = OUTPUTS) -> str:
+    """Hold ``out`` (:func:`lock`) and make it this run's folder before anything is written: ``"new"``
+    or ``"resume"``.
 
-    Refuses (:class:`UserError`, one line) a folder holding another run, or run outputs with no
-    record; ``force`` deletes those outputs first. A record with no outputs beside it (a run refused
-    or stopped before it wrote anything) holds nothing and is replaced."""
+    Refuses (:class:`UserError`, one line) a folder holding another run, or run outputs (``outputs``:
+    names or glob patterns) with no record; ``force`` deletes those outputs first. A record with no
+    outputs beside it (a run refused or stopped before it wrote anything) holds nothing and is replaced."""
     path = out_path(out)
-    present = [name for name in (RUN_FILE, *OUTPUTS) if (path / name).exists()]
+    lock(path)
+    found = [p.name for pattern in (RUN_FILE, *outputs) for p in sorted(path.glob(pattern)) if p.is_file()]
+    present = list(dict.fromkeys(found))
     old = None if force or present in ([], [RUN_FILE]) else recorded(path)
     if force:
         for name in present:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dynamix import paths
-from dynamix.config import ConfigError, build, one_of, parse_yaml, rng, setting
+from dynamix.config import ConfigError, build, one_of, read_yaml, rng, setting
 
 
 @dataclass(frozen=True)
@@ -185,8 +185,7 @@ def load(path: str | Path) -> ClusterSpec:
     p = paths.resolve(path)
     if not p.exists():
         raise ConfigError(f"cluster spec {p} does not exist (examples in {paths.CLUSTERS})")
-    with open(p) as fh:
-        return from_dict(parse_yaml(fh, f"cluster spec {p}") or {}, source=p.name)
+    return from_dict(read_yaml(p, f"cluster spec {p}") or {}, source=p.name)
 
 
 def homogeneous(n: int, bandwidth_gbps: float = 10.0, latency_ms: float = 0.05) -> ClusterSpec:

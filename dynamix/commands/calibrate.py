@@ -37,12 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from dynamix import config
-    from dynamix.rundir import out_path
+    from dynamix.rundir import lock, out_path
 
     config.build(config.ModelConfig, {"name": args.model, "width": args.width}, prefix="model")
     config.check_value("--repeats", args.repeats, config.rng(1, 10000))
+    config.check_value("--threads", args.threads, config.rng(1, 256))  # train.threads' bound
     config.check_value("--batch-sizes", tuple(args.batch_sizes), config.rng(1, 65536))
     folder = out_path(args.out) if args.out is not None else paths.CALIBRATION
+    lock(folder)  # one calibration at a time writes a folder
     path = calibration_path(args.model, args.width, folder)
     before = read_calibration(path) if path.exists() else None
     command = (f"dynamix calibrate --model {args.model} --width {args.width:g} --batch-sizes "

@@ -63,6 +63,10 @@ def main(args: argparse.Namespace) -> int:
     config.check_value("--jobs", args.jobs, config.rng(1, 256))
     specs = [clusters.load(c) for c in args.cluster]
     policies = [make_policy(p, bounds=cfg.batch) for p in args.policy]
+    for option, names in (("--cluster", [s.name for s in specs]), ("--policy", [p.name for p in policies])):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # each would be run and counted twice under one label
+            raise ConfigError(f"{option} names {config.clip(', '.join(twice))} more than once: give each once")
     if args.compare:
         make_policy(args.compare)
     ident = rundir.identity("evaluate", policy=[policy_id(p) for p in policies], cluster=[cluster_id(s) for s in specs],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dynamix import config
+from dynamix import config, paths, rundir
 from dynamix.cli import add_config_arguments, add_progress_argument
 
 
@@ -30,7 +30,9 @@ def main(args: argparse.Namespace) -> int:
     cfg = config.load(args.params, args.profile, args.overrides)
     if args.seeds < 1:
         raise config.ConfigError(f"--seeds = {args.seeds} is out of range: must be >= 1")
-    path = fit(cfg, args.out, seeds=args.seeds, progress_bar=not args.no_progress)
+    out = rundir.out_path(args.out).absolute() if args.out is not None else paths.RESULTS / "surrogate"
+    rundir.lock(out)  # one fit at a time into a folder: they share its run cache
+    path = fit(cfg, out, seeds=args.seeds, progress_bar=not args.no_progress)
     model = progress.load(path)
     print(json.dumps({"surrogate": str(path), "kappa": model.kappa, "noise_scale": model.noise_scale,
                       "rms": model.provenance["fit"]["rms"], "runs": model.provenance["fit"]["runs"]}))

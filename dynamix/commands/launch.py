@@ -8,14 +8,16 @@ the same command again resumes it from ``OUT/checkpoint.pt``; another run there 
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
+import signal
+from pathlib import Path
 
 from dynamix import cluster as cluster_mod
 from dynamix import config as config_mod
 from dynamix import rundir
 from dynamix.cli import add_config_arguments, add_out_arguments, cluster_id, policy_id
 from dynamix.engine.launch import (build_torchrun_command, check_address, check_launch, parse_sizes, prepare,
-                                   launch_env, run_netns, world_size)
+                                   run_netns, start_torchrun, world_size)
 from dynamix.policies.base import make_live_policy
 
 
@@ -38,15 +40,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
 
 
-def run_until_done(cmd: list[str]) -> int:
-    """Run torchrun; on Ctrl-C (which reaches it and its ranks too) wait for it to stop them and clean
-    up rather than kill it (``subprocess.run`` would)."""
-    proc = subprocess.Popen(cmd, env=launch_env())
+def run_until_done(cmd: list[str], out: Path) -> int:
+    """Run torchrun in its own process group, named in ``out``'s lock while it runs
+    (:func:`dynamix.rundir.record_group`); on Ctrl-C pass it on to the group and wait for torchrun to
+    stop its ranks and clean up rather than kill it (``subprocess.run`` would)."""
+    proc = start_torchrun(cmd)
+    rundir.record_group(out, proc.pid)
     try:
         return proc.wait()
     except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGINT)
         proc.wait()
         raise
+    finally:
+        if proc.poll() is not None:  # a rank that outlived torchrun keeps the folder refused
+            rundir.record_group(out, proc.pid if rundir.group_alive(proc.pid) else None)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -87,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
                                      arbitrator=args.arbitrator, initial_sizes=initial,
                                      max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,
                                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, progress=True)
-        rc = run_until_done(cmd)
+        rc = run_until_done(cmd, out)
     if rc == 0 and (out / "summary.json").exists():
         rundir.finish(out)
         print((out / "summary.json").read_text())

@@ -18,7 +18,7 @@ import shutil
 from dynamix import config, paths
 from dynamix.cli import add_config_arguments, add_progress_argument
 from dynamix.experiments.shared import resolve_policy
-from dynamix.rundir import out_path
+from dynamix.rundir import lock, out_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,8 @@ def main(args: argparse.Namespace) -> int:
     from dynamix.evaluation import sim2real
 
     cfg = config.load(args.params, args.profile, args.overrides)
-    out = paths.resolve(out_path(args.out)) if args.out is not None else paths.RESULTS / "sim2real"
+    out = out_path(args.out).absolute() if args.out is not None else paths.RESULTS / "sim2real"
+    lock(out)
     pdir = paths.resolve(args.policy_dir) if args.policy_dir else paths.RESULTS / "policies"
     name = cfg.experiments.policy_training.name
     policies = {p: resolve_policy(p, pdir, name) for p in cfg.experiments.sim2real.policies}

@@ -7,6 +7,8 @@
 
 Writes ``results/policies/<name>.zip`` + ``.json`` and a resumable ``<name>.run/`` folder
 (:func:`dynamix.rl.train.train_policy`); rerunning the same command resumes, ``--fresh`` starts over.
+A relative ``--out`` is read from the current directory; ``--name`` is a plain file name, and a second
+training of one name while the first runs is refused (:func:`dynamix.rundir.lock`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ import argparse
 
 import numpy as np
 
-from dynamix import config
+from dynamix import config, paths, rundir
 from dynamix.cli import add_config_arguments
-from dynamix.rundir import out_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,8 +36,9 @@ def main(args: argparse.Namespace) -> int:
     cfg = config.load(args.params, args.profile, args.overrides)
     if args.timesteps is not None:
         config.check_value("--timesteps", args.timesteps, config.rng(1, None))
-    name = args.name or cfg.experiments.policy_training.name
-    folder = out_path(args.out) if args.out is not None else None
+    name = rundir.plain_name("--name", args.name or cfg.experiments.policy_training.name)
+    folder = rundir.out_path(args.out).absolute() if args.out is not None else paths.POLICIES
+    rundir.lock(folder / f"{name}.run", "--name")  # its checkpoint and progress.csv: one training at a time
     out = train_policy(cfg, name, timesteps=args.timesteps, init=args.init, fresh=args.fresh, out_dir=folder)
     progress = out.with_suffix(".run") / "progress.csv"
     rets = np.loadtxt(progress, delimiter=",", skiprows=1, usecols=2, ndmin=1) if progress.exists() else []

@@ -12,7 +12,7 @@ import argparse
 
 from dynamix import config
 from dynamix.cli import add_config_arguments
-from dynamix.rundir import out_path
+from dynamix.rundir import lock, out_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +28,7 @@ def main(args: argparse.Namespace) -> int:
     from dynamix.evaluation.validate_sim import default_cases, validate
 
     cfg = config.load(args.params, args.profile, args.overrides)
+    lock(out_path(args.out))
     table = validate(cfg, out_path(args.out), default_cases(args.batch_size), args.iters, args.window)
     cols = ["case", "n_workers", "slowest_speed", "batch_size", "measured_iter_ms", "predicted_iter_ms",
             "error_pct", "within_tolerance"]

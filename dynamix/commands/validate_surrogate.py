@@ -6,7 +6,8 @@
 
 Needs the fitted surrogate of the profile's workload (``dynamix fit-surrogate``, or ``rl.surrogate``).
 Writes ``OUT/surrogate_validation.csv`` and ``.json`` (:mod:`dynamix.experiments.surrogate`) and prints
-the statistics as one JSON line.
+the statistics as one JSON line. ``OUT`` holds one validation (:mod:`dynamix.rundir`): the same command
+again redoes it (its runs are cached), another one there, or files it did not write, need ``--force``.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from dynamix import config
-from dynamix.cli import add_config_arguments, add_progress_argument
+from dynamix import config, rundir
+from dynamix.cli import add_config_arguments, add_out_arguments, add_progress_argument
+
+OUTPUTS = ("surrogate_validation.csv", "surrogate_validation.json", "surrogate_summary.csv", "real_summary.csv")
+"""What a validation writes into ``OUT``; present without a record, they are someone else's."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--out", required=True, help="output folder")
+    add_out_arguments(parser, "output folder")
     parser.add_argument("--policy", action="append", default=None,
                         help="policy spec (repeatable; default: the static sweep, lbbsp, lbbsp:batch=512, gns, ramp)")
     parser.add_argument("--per-worker", action="append", type=int, default=[], metavar="B",
@@ -42,8 +46,12 @@ def main(args: argparse.Namespace) -> int:
     if any(b < 1 for b in args.per_worker):
         raise config.ConfigError(f"--per-worker = {args.per_worker} is out of range: every size must be >= 1")
     policies = args.policy or (() if args.per_worker else VALIDATION_POLICIES)
+    ident = rundir.identity("validate-surrogate", policy=list(policies), cluster=list(args.cluster or ["default"]),
+                            seed=cfg.train.seed, config=cfg.to_dict(), seeds=seeds, per_worker=args.per_worker)
+    rundir.claim(args.out, ident, args.force, outputs=OUTPUTS)
     stats = validate(cfg, args.out, policies, args.cluster, seeds, progress_bar=not args.no_progress,
                      per_worker=args.per_worker)
+    rundir.finish(args.out)
     print(json.dumps({k: stats[k] for k in ("spearman", "spearman_within_clusters_mean", "median_abs_rel_error",
                                             "n", "meets_goals")}))
     return 0

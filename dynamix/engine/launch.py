@@ -23,9 +23,11 @@ which the ranks read (``python -m dynamix.engine``), so every rank trains the sa
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +67,29 @@ def launch_env() -> dict[str, str]:
     torchrun's own warnings (LOGLEVEL) are off unless set: a failure is its ERROR line and ours."""
     return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "LOGLEVEL": os.environ.get("LOGLEVEL", "ERROR")}
+
+
+def start_torchrun(cmd: list[str]) -> subprocess.Popen:
+    """Start torchrun as the leader of its own process group (its ranks join it), which the kernel
+    sends SIGTERM (torchrun then stops its ranks) when this process dies, even by SIGKILL
+    (``prctl(PR_SET_PDEATHSIG)``): a killed launch leaves no rank training into its folder."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork: the child only calls it
+    except (OSError, AttributeError):  # not Linux: the group record in the folder's lock still refuses
+        prctl = None
+    return subprocess.Popen(cmd, env=launch_env(), start_new_session=True,
+                            preexec_fn=functools.partial(_die_with_parent, prctl, os.getpid()))
+
+
+def _die_with_parent(prctl, parent: int) -> None:
+    """In the forked child: SIGTERM when the parent ends (1 = PR_SET_PDEATHSIG)."""
+    if prctl is None:
+        return
+    prctl(1, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def engine_args(cfg_path: Path, out_dir: Path, *, spec_path: Path | None = None, policy_spec: str | None = None,
@@ -158,7 +183,15 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
                                  policy_spec=policy_spec, arbitrator=arbitrator, initial_sizes=initial_sizes,
                                  max_restarts=max_restarts, progress=progress)
     log.info("running %s", " ".join(cmd))
-    subprocess.run(cmd, check=True, timeout=timeout_s, env=launch_env())
+    proc = start_torchrun(cmd)
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:  # the timeout, or an interrupt: torchrun stops its ranks on SIGTERM
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+    if rc != 0:
+        raise subprocess.CalledProcessError(rc, cmd)
     return json.loads((out / "summary.json").read_text())
 
 

@@ -1,11 +1,22 @@
-"""Policy artifacts: ``<name>.zip`` (the SB3 model) + ``<name>.json`` (what it was trained for).
+"""Policy artifacts: ``<name>.zip`` (the network's tensors) + ``<name>.json`` (what it was trained for
+and how to rebuild it). Neither runs code when loaded.
 
-The JSON records the format, the recipe (``rl.recipe``), the state-spec version and feature names (:mod:`dynamix.rl.state`), the
-frame stack (``rl.frame_stack``), what a decision moves (``rl.action``, :mod:`dynamix.rl.actions`) and its choices, the
-action set and batch bounds, the reward coefficients, the algorithm and the full training config, and
-the sha256 of the zip. :func:`load_policy` checks all of it before unpickling anything and raises
-:class:`PolicyArtifactError` with the reason (missing file, corrupt zip, sha mismatch, other state
-spec); :func:`check_compatible` refuses to run a policy under another action set or bounds.
+The zip is ``torch.save``'s archive of the learner's state dicts (policy and optimiser: tensors and
+numbers), read with ``torch.load(weights_only=True)``, which refuses every pickled object but tensors
+and plain containers. The JSON records the format, the recipe (``rl.recipe``), the state-spec version
+and feature names (:mod:`dynamix.rl.state`), the frame stack (``rl.frame_stack``), what a decision
+moves (``rl.action``, :mod:`dynamix.rl.actions`) and its choices, the action set and batch bounds, the
+reward coefficients, the algorithm and the learner's constructor arguments (``learner``,
+:data:`dynamix.rl.algos.RECIPE`), the full training config, and the sha256 of the zip.
+:func:`load_policy` checks all of it, constructs the SB3 model from the recorded numbers and only then
+reads the tensors; it raises :class:`PolicyArtifactError` with the reason (missing file, corrupt zip,
+sha mismatch, other state spec); :func:`check_compatible` refuses to run a policy under another action
+set or bounds.
+
+SB3's own archive (format ``dynamix-policy-v1``) stores its settings with cloudpickle, so loading one
+runs whatever it holds, and a checksum beside it stops corruption, not someone who can write both
+files: such an artifact is refused with the command that converts one you trust (:func:`convert`,
+``dynamix convert-policy --trust OLD NEW``).
 """
 
 from __future__ import annotations
@@ -17,6 +28,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+import torch
 from stable_baselines3 import PPO
 
 from dynamix import io, paths
@@ -24,10 +38,16 @@ from dynamix.config import Config
 from dynamix.errors import InputFileError
 from dynamix.policies.base import Bounds
 from dynamix.rl.actions import ACTIONS, ActionScheme
-from dynamix.rl.algos import ALGOS
+from dynamix.rl.algos import ALGOS, build, check_recipe, recipe_of
 from dynamix.rl.state import SPECS, StateBuilder, StateSpec, spec_for_version
 
-FORMAT = "dynamix-policy-v1"
+FORMAT = "dynamix-policy-v2"
+PICKLED = "dynamix-policy-v1"
+"""SB3's archive: pickled, refused by :func:`read_meta`, read only by :func:`convert`."""
+META_BYTES = 1 << 24
+"""The largest metadata JSON read (a real one is tens of kB)."""
+PARAMS = ("policy", "policy.optimizer")
+"""The state dicts a tensors file holds (SB3's ``get_parameters()``)."""
 
 
 class PolicyArtifactError(InputFileError, ValueError):
@@ -56,8 +76,7 @@ def sha256(path: Path) -> str:
 def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict[str, Any]) -> Path:
     """Write the zip, then the JSON (with the zip's sha256) next to it; returns the zip path."""
     zip_path, json_path = artifact_paths(path)
-    with io.atomic_open(zip_path, "wb") as fh:
-        model.save(fh)
+    save_tensors(model, zip_path)
     spec = SPECS[cfg.rl.state]
     scheme = ActionScheme.of(cfg.rl.action, cfg.batch.actions, Bounds(cfg.batch.min, cfg.batch.max))
     meta = {
@@ -74,6 +93,8 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
         "window": cfg.batch.window,
         "reward": dataclasses.asdict(cfg.reward),
         "algo": cfg.rl.algo,
+        "learner": recipe_of(model),
+        "n_updates": model._n_updates,
         "training": training,
         "config": cfg.to_dict(),
         "config_hash": cfg.hash(),
@@ -84,19 +105,34 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
     return zip_path
 
 
-def read_meta(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
-    """Validate the pair without loading the model: (zip path, metadata)."""
+def convert_hint(zip_path: Path) -> str:
+    """The command that converts a trusted artifact in the pickled format, for an error message."""
+    return f"`dynamix convert-policy --trust {paths.relative(zip_path.with_suffix(''))} NEW`"
+
+
+def read_meta(path: str | os.PathLike, formats: tuple[str, ...] = (FORMAT,)) -> tuple[Path, dict[str, Any]]:
+    """Validate the pair without loading the model: (zip path, metadata). ``formats``: the ones
+    accepted (:func:`convert` alone reads :data:`PICKLED`)."""
     zip_path, json_path = artifact_paths(path)
     for p in (zip_path, json_path):
         if not p.exists():
             raise PolicyArtifactError(f"policy {zip_path.with_suffix('')}: {p.name} is missing (need .zip and .json)")
+        if not p.is_file():  # a FIFO would block the read forever
+            raise PolicyArtifactError(f"policy {zip_path.with_suffix('')}: {p.name} is not a regular file")
+    if json_path.stat().st_size > META_BYTES:
+        raise PolicyArtifactError(f"policy metadata {json_path}: larger than {META_BYTES:,} bytes")
     try:
         meta = json.loads(json_path.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PolicyArtifactError(f"policy metadata {json_path} is not valid JSON ({exc})") from exc
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise PolicyArtifactError(f"policy metadata {json_path}: format = {got!r}, expected {FORMAT!r}")
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise PolicyArtifactError(f"policy metadata {json_path} is not valid JSON ({str(exc)[:200]})") from None
+    got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+    if got == PICKLED and got not in formats:
+        raise PolicyArtifactError(
+            f"policy {zip_path} is an SB3 archive ({PICKLED}), whose pickled entries run code when loaded: "
+            f"if you trust where it came from, convert it with {convert_hint(zip_path)}")
+    if got not in formats:
+        raise PolicyArtifactError(f"policy metadata {json_path}: format = {str(got)[:200]!r}, expected "
+                                  f"{' or '.join(map(repr, formats))}")
     digest = sha256(zip_path)
     if meta.get("zip_sha256") != digest:
         raise PolicyArtifactError(
@@ -106,34 +142,101 @@ def read_meta(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
     if spec is None or meta.get("features") != list(spec.names):
         known = ", ".join(f"{s.version!r} ({s.obs_dim} features)" for s in SPECS.values())
         raise PolicyArtifactError(
-            f"policy {zip_path} was trained on state spec {meta.get('state_spec_version')!r}; this code "
+            f"policy {zip_path} was trained on state spec {str(meta.get('state_spec_version'))[:200]!r}; this code "
             f"observes {known}: retrain it with `dynamix train-policy`")
-    if meta.get("algo") not in ALGOS:
-        raise PolicyArtifactError(f"policy metadata {json_path}: algo = {meta.get('algo')!r}, must be one of {list(ALGOS)}")
-    if meta.get("action", "worker") not in ACTIONS:
-        raise PolicyArtifactError(f"policy metadata {json_path}: action = {meta.get('action')!r}, must be one of "
-                                  f"{list(ACTIONS)}")
+    if not isinstance(meta.get("algo"), str) or meta["algo"] not in ALGOS:
+        raise PolicyArtifactError(f"policy metadata {json_path}: algo = {str(meta.get('algo'))[:200]!r}, must be one "
+                                  f"of {list(ALGOS)}")
+    if not isinstance(meta.get("action", "worker"), str) or meta.get("action", "worker") not in ACTIONS:
+        raise PolicyArtifactError(f"policy metadata {json_path}: action = {str(meta.get('action'))[:200]!r}, must be "
+                                  f"one of {list(ACTIONS)}")
     k = meta.get("frame_stack", 1)
-    if not (isinstance(k, int) and k >= 1):
-        raise PolicyArtifactError(f"policy metadata {json_path}: frame_stack = {k!r}, must be an integer >= 1")
+    if not (type(k) is int and 1 <= k <= 64):
+        raise PolicyArtifactError(f"policy metadata {json_path}: frame_stack = {str(k)[:200]}, must be an integer "
+                                  "in [1, 64]")
+    choices = meta.get("action_choices", meta.get("actions"))
+    if not (isinstance(choices, list) and 1 <= len(choices) <= 1024):
+        raise PolicyArtifactError(f"policy metadata {json_path}: action_choices = {str(choices)[:200]}, must be a "
+                                  "list of 1 to 1024 steps")
+    why = check_recipe(meta.get("learner")) if meta["format"] == FORMAT else None
+    if why:
+        raise PolicyArtifactError(f"policy metadata {json_path}: {why}")
     return zip_path, meta
+
+
+def save_tensors(model: PPO, path: Path) -> None:
+    """The learner's state dicts (:data:`PARAMS`) to ``path``, atomically."""
+    io.save_torch(path, model.get_parameters())
+
+
+def load_tensors(path: Path, what: str = "policy") -> dict[str, Any]:
+    """The state dicts at ``path``, read as data only (``weights_only=True``: a pickled object other
+    than tensors and plain containers is refused before it is built, so it never runs)."""
+    try:
+        params = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # torch raises many kinds on a bad or hostile archive
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise PolicyArtifactError(f"{what} {path} cannot be loaded ({type(exc).__name__}: {first})") from None
+    if not (isinstance(params, dict) and set(params) == set(PARAMS)):
+        got = sorted(params) if isinstance(params, dict) else type(params).__name__
+        raise PolicyArtifactError(f"{what} {path} cannot be loaded: holds {str(got)[:200]}, need {list(PARAMS)}")
+    return params
+
+
+def rebuild(algo: str, recipe: dict[str, Any], path: Path, env=None, spaces: tuple | None = None,
+            what: str = "policy") -> PPO:
+    """The learner ``recipe`` describes (:func:`dynamix.rl.algos.build`) with the tensors at ``path``."""
+    params = load_tensors(path, what)
+    model = build(algo, recipe, env, spaces)
+    try:
+        model.set_parameters(params, exact_match=True, device="cpu")
+    except (RuntimeError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise PolicyArtifactError(f"{what} {path} cannot be loaded: its tensors do not fit the network its "
+                                  f"metadata describes ({first})") from None
+    return model
 
 
 def load_policy(path: str | os.PathLike, env=None) -> tuple[PPO, dict[str, Any]]:
     """Validated (model, metadata); ``env`` attaches an environment for further training."""
     zip_path, meta = read_meta(path)
-    try:
-        model = ALGOS[meta["algo"]].load(zip_path, env=env, device="cpu")
-    except Exception as exc:  # SB3 raises many kinds on a bad archive
-        raise PolicyArtifactError(f"policy {zip_path} cannot be loaded ({type(exc).__name__}: {exc})") from exc
-    n_actions = int(getattr(model.action_space, "n", -1))
     dim = frame_stack(meta) * state_spec(meta).obs_dim
     choices = len(_choices(meta))
-    if model.observation_space.shape != (dim,) or n_actions != choices:
+    spaces = (gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32), gym.spaces.Discrete(choices))
+    if env is not None and (env.observation_space.shape != (dim,) or getattr(env.action_space, "n", -1) != choices):
         raise PolicyArtifactError(
-            f"policy {zip_path}: network expects observations {model.observation_space.shape} and "
-            f"{n_actions} actions; metadata says ({dim},) and {choices}")
+            f"policy {zip_path} observes ({dim},) and has {choices} actions; the environment has "
+            f"{env.observation_space.shape} and {env.action_space}")
+    model = rebuild(meta["algo"], meta["learner"], zip_path, env, spaces)
+    training = meta.get("training")
+    steps = training.get("timesteps") if isinstance(training, dict) else None
+    updates = meta.get("n_updates")  # both as SB3's own load restores them
+    model.num_timesteps, model._n_updates = (v if type(v) is int else 0 for v in (steps, updates))
     return model, meta
+
+
+def convert(old: str | os.PathLike, new: str | os.PathLike) -> Path:
+    """Rewrite the trusted pickled artifact ``old`` in this format as ``new`` (may be the same name);
+    returns the new zip. Unpickling ``old`` runs whatever it holds: only for a file you trust. The
+    converted policy must hold the same tensors and decide as the old one on 256 random observations."""
+    old_zip, meta = read_meta(old, formats=(PICKLED,))
+    try:
+        model = ALGOS[meta["algo"]].load(old_zip, device="cpu")
+    except Exception as exc:  # SB3 raises many kinds on a bad archive
+        raise PolicyArtifactError(f"policy {old_zip} cannot be loaded ({type(exc).__name__}: {exc})") from exc
+    new_zip, new_json = artifact_paths(new)
+    save_tensors(model, new_zip)
+    meta = {**meta, "format": FORMAT, "learner": recipe_of(model), "n_updates": model._n_updates, "zip": new_zip.name,
+            "zip_sha256": sha256(new_zip)}
+    io.write_text(new_json, json.dumps(meta, indent=2) + "\n")
+    rebuilt, _ = load_policy(new_zip)
+    obs = np.random.default_rng(0).normal(size=(256, *model.observation_space.shape)).astype(np.float32)
+    same = all(torch.equal(a, b) for a, b in zip(model.policy.state_dict().values(),
+                                                   rebuilt.policy.state_dict().values()))
+    if not same or not np.array_equal(model.predict(obs, deterministic=True)[0],
+                                      rebuilt.predict(obs, deterministic=True)[0]):
+        raise PolicyArtifactError(f"policy {new_zip}: the converted network decides otherwise than {old_zip}")
+    return new_zip
 
 
 def state_spec(meta: dict[str, Any]) -> StateSpec:

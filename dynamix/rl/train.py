@@ -29,6 +29,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,9 @@ from tqdm.auto import tqdm
 from dynamix import config, io, paths
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
-from dynamix.rl.algos import ALGOS, make_algo, quiet_logger
-from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_compatible, frame_stack, load_policy,
-                                  read_meta, save_policy, state_spec)
+from dynamix.rl.algos import ALGOS, check_recipe, make_algo, quiet_logger, recipe_of
+from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_compatible, convert_hint, frame_stack,
+                                  load_policy, read_meta, rebuild, save_policy, save_tensors, state_spec)
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.reward import PART_NAMES
 from dynamix.rl.state import SPECS
@@ -51,6 +52,10 @@ from dynamix.policies.base import Bounds
 from dynamix.seeding import derive_seed
 
 log = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = "dynamix-checkpoint-v2"
+"""``checkpoint.json`` of a checkpoint whose ``checkpoint.zip`` holds tensors only (as a policy
+artifact's, :mod:`dynamix.rl.artifact`); one without it is SB3's pickled archive, never loaded."""
 
 PROGRESS_COLUMNS = ["episode", "timesteps", "return", "windows", *PART_NAMES,
                     "cluster", "elapsed_s", "train_acc", "mean_batch"]
@@ -66,7 +71,13 @@ def _stale(ckpt_json: Path, expect: dict[str, Any]) -> str | None:
     """Why the checkpoint cannot be resumed by this run, or None when it can (or there is none)."""
     if not ckpt_json.exists():
         return None
-    state = json.loads(ckpt_json.read_text())
+    try:
+        state = json.loads(ckpt_json.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return f"checkpoint {ckpt_json} is not valid JSON"
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        return (f"checkpoint {ckpt_json} is not in the {CHECKPOINT_FORMAT} format (an SB3 archive runs code when "
+                f"loaded; one you trust converts with its policy: {convert_hint(ckpt_json.parent.with_suffix(''))})")
     for key, want in expect.items():
         if state.get(key) != want:
             return f"checkpoint {ckpt_json} has {key} = {state.get(key)!r}, this run has {want!r}"
@@ -185,6 +196,39 @@ def after_ppo(warm: dict, model, data_path: Path) -> dict:
     return {**warm, **{f"{k}_after_ppo": round(v, 4) for k, v in after.items()}}
 
 
+def write_checkpoint(model, run_dir: Path, state: dict[str, Any]) -> None:
+    """``checkpoint.zip`` (the learner's tensors) then ``checkpoint.json`` (``state``, the format, the
+    learner's recipe and update count): what :func:`resume` rebuilds the learner from."""
+    save_tensors(model, run_dir / "checkpoint.zip")
+    state = {**state, "format": CHECKPOINT_FORMAT, "learner": recipe_of(model), "n_updates": model._n_updates}
+    io.write_text(run_dir / "checkpoint.json", json.dumps(state) + "\n")
+
+
+def resume(state: dict[str, Any], ckpt_zip: Path, algo: str, venv: WorkerVecEnv):
+    """The learner a checkpoint (:func:`write_checkpoint`) holds, on ``venv``, at its timestep count (the
+    episode in flight restarts: its env resets, as SB3's own load makes it)."""
+    why = check_recipe(state.get("learner"))
+    if why:
+        raise PolicyArtifactError(f"checkpoint {ckpt_zip.with_suffix('.json')}: {why}")
+    model = rebuild(algo, state["learner"], ckpt_zip, venv, what="checkpoint")
+    model.num_timesteps, model._n_updates = int(state["timesteps"]), int(state.get("n_updates", 0))
+    return model
+
+
+def convert_checkpoint(old_run: Path, new_run: Path, algo: str) -> bool:
+    """Rewrite the trusted pickled checkpoint in ``old_run`` (if any) as ``new_run``'s, with the run
+    folder's other files; False when there is none. Unpickling it runs whatever it holds."""
+    ckpt_zip, ckpt_json = old_run / "checkpoint.zip", old_run / "checkpoint.json"
+    if not (ckpt_zip.exists() and ckpt_json.exists()) or json.loads(ckpt_json.read_text()).get("format"):
+        return False
+    state = json.loads(ckpt_json.read_text())
+    model = ALGOS[algo].load(ckpt_zip, device="cpu")
+    if new_run.resolve() != old_run.resolve():
+        shutil.copytree(old_run, new_run, dirs_exist_ok=True)
+    write_checkpoint(model, new_run, state)
+    return True
+
+
 def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str | None = None,
                  fresh: bool = False, out_dir: str | os.PathLike | None = None, cost: CostModel | None = None,
                  progress: bool = True, on_stale: str = "refuse", seed_name: str | None = None) -> Path:
@@ -226,7 +270,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     episode0 = 0
     if ckpt_json.exists() and ckpt_zip.exists():
         state = json.loads(ckpt_json.read_text())
-        model = ALGOS[cfg.rl.algo].load(ckpt_zip, env=venv, device="cpu")
+        model = resume(state, ckpt_zip, cfg.rl.algo, venv)
         env.episode = state["episode"] - 1  # the first reset in learn() starts episode state["episode"]
         venv.seed(derive_seed(seed, "resume", state["timesteps"]) % 2**31)  # fresh, reproducible RNG stream
         episode0 = state["episode"]
@@ -258,9 +302,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         reset_timesteps = True
 
     def save_checkpoint(episode: int) -> None:
-        with io.atomic_open(ckpt_zip, "wb") as fh:
-            model.save(fh)
-        io.write_text(ckpt_json, json.dumps({**expect, "timesteps": model.num_timesteps, "episode": episode}) + "\n")
+        write_checkpoint(model, run_dir, {**expect, "timesteps": model.num_timesteps, "episode": episode})
 
     remaining = total - (0 if reset_timesteps else model.num_timesteps)
     if remaining > 0:

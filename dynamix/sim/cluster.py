@@ -41,7 +41,7 @@ from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel, IterationCost
 from dynamix.cluster.dynamics import ClusterDynamics
 from dynamix.comm import reduce_in_process
-from dynamix.config import Config
+from dynamix.config import Config, ConfigError
 from dynamix.data import BatchMaker, Cifar10, GlobalSampler, Interactions, load_dataset
 from dynamix.metrics.gradstats import GradientWindowStats, flat_grad
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
@@ -70,6 +70,10 @@ class ClusterClock:
         self.n_workers = spec.n_workers
         self._speeds = np.array([w.device.speed for w in spec.workers], float)
         self._max_batch = np.array([w.device.max_batch for w in spec.workers], np.int64)
+        low = np.flatnonzero(self._max_batch < cfg.batch.min)
+        if low.size:  # clamped below the policies' bounds, every run would report batches no policy chose
+            raise ConfigError(f"cluster {spec.name}: worker {low[0]}'s device max_batch = {self._max_batch[low[0]]} "
+                              f"is below batch.min = {cfg.batch.min}: raise max_batch or lower batch.min")
         self._fixed_ms = np.array([w.device.fixed_ms for w in spec.workers], float)
         self._bandwidth = np.array([w.bandwidth_gbps for w in spec.workers], float)
         self._latency = np.array([w.latency_ms for w in spec.workers], float)

@@ -26,7 +26,7 @@ def load(path: str | Path, expect: dict[str, Any] | None = None) -> dict[str, An
     """The checkpoint at ``path`` or None; ``expect`` keys (e.g. config hash) must match."""
     path = Path(path)
     try:
-        state = io.load_torch(path)
+        state = io.load_torch(path, weights_only=True)  # data only: a checkpoint handed over cannot run code
     except io.UnreadableFileError as exc:
         raise CheckpointError(f"checkpoint {exc}") from exc
     if state is None:
