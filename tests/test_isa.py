@@ -61,13 +61,14 @@ def test_tiny_cnn_after_three_steps_has_the_recorded_bits():
         "through make (dynamix/isa.py)"
     )
     got = golden.conv_net_digest()
+    here = {k: os.environ.get(k) for k in isa.PINNED}
     assert got == record["sha256"], (
         f"the tiny CNN's parameters after 3 steps hash to {got[:16]}..., not {record['sha256'][:16]}... as "
-        f"recorded on {record['cpu']} ({record['cpu_id']}) with torch {record['torch']}. Under the same "
-        f"pins this machine computes other bits, so its runs will not reproduce the published tables bit "
-        f"for bit, only within their tolerance. Check the torch build (here {torch.__version__}: the pin "
-        f"holds only for the locked wheel), that this CPU has avx2, and that nothing overrides "
-        f"{', '.join(isa.PINNED)}; if all agree, the CPU itself differs (report it)."
+        f"recorded on {record['cpu']} ({record['cpu_id']}) with torch {record['torch']} under {record['pins']}; "
+        f"this process has torch {torch.__version__} under {here}. If those agree, this CPU computes other "
+        f"bits than the recording one under the same pins: its runs will not reproduce the published tables "
+        f"bit for bit, only within their stated tolerance (report the CPU). If they differ, the environment "
+        f"or the torch build is not the locked one (dynamix/isa.py, requirements.lock)."
     )
 
 

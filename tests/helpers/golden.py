@@ -1,6 +1,6 @@
 """The golden computation: a few SGD steps of the tiny CNN from fixed seeds, digested to one hash.
 
-Small enough for the default tier (well under a second on one thread), wide enough to touch every
+Small enough for the default tier (about a second on one thread), wide enough to touch every
 library whose kernels depend on the instruction set: oneDNN (convolutions), MKL (the linear head's
 GEMM) and ATen's vectorised kernels (batch norm, ReLU, pooling, the loss, the optimiser). One torch
 thread: the thread count can change how a parallel reduction splits, which the ISA pin does not cover.
@@ -19,32 +19,35 @@ from torch.nn import functional as F
 
 from dynamix.models import build_model
 
-RECIPE = "tiny-cnn x0.5, 3 SGD steps (lr 0.1, momentum 0.9, wd 5e-4) on 32 N(0,1) images, seeds 0/1, 1 thread"
+RECIPE = ("tiny-cnn x0.5, 3 SGD steps (lr 0.1, momentum 0.9, wd 5e-4) on 32 N(0,1) images, seeds 0/1, "
+          "1 thread, in the default and the channels-last layout")
 
 
 def conv_net_digest(steps: int = 3) -> str:
-    """sha256 over the state dict (parameters and batch-norm buffers) after ``steps`` steps."""
+    """sha256 over the state dict (parameters and batch-norm buffers) after ``steps`` steps, trained once
+    in each memory layout (the default profile's NCHW and the ``cpu`` profile's channels-last, which
+    take different oneDNN kernels)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    digest = hashlib.sha256()
     try:
-        torch.manual_seed(0)
-        model = build_model("tiny-cnn", 0.5)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
-        gen = torch.Generator().manual_seed(1)
-        for _ in range(steps):
-            x = torch.randn(32, 3, 32, 32, generator=gen)
-            y = torch.randint(0, 10, (32,), generator=gen)
-            opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
-        digest = hashlib.sha256()
-        for name, tensor in model.state_dict().items():
-            digest.update(name.encode())
-            digest.update(tensor.detach().contiguous().numpy().tobytes())
+        for layout in (torch.contiguous_format, torch.channels_last):
+            torch.manual_seed(0)
+            model = build_model("tiny-cnn", 0.5).to(memory_format=layout)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+            gen = torch.Generator().manual_seed(1)
+            for _ in range(steps):
+                x = torch.randn(32, 3, 32, 32, generator=gen).contiguous(memory_format=layout)
+                y = torch.randint(0, 10, (32,), generator=gen)
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+            for name, tensor in model.state_dict().items():
+                digest.update(name.encode())
+                digest.update(tensor.detach().contiguous().numpy().tobytes())
         return digest.hexdigest()
     finally:
         torch.set_num_threads(threads)
-
 
 if __name__ == "__main__":
     print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "sha256": conv_net_digest()}))
