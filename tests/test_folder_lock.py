@@ -78,7 +78,7 @@ def check_one_run(out: Path) -> None:
     runs = pd.read_csv(out / "runs.csv")
     assert record["status"] == "complete", record
     assert set(runs["policy"]) == {policy} and set(runs["batch_size"]) == {int(policy.split(":")[1])}, (policy, runs)
-    assert runs.groupby(["window", "worker"]).size().max() == 1  # no row twice: one lineage
+    assert runs.groupby(["window", "rank"]).size().max() == 1  # no row twice: one lineage
 
 
 @pytest.mark.slow
