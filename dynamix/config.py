@@ -457,6 +457,9 @@ class ExperimentsConfig:
     # is no practical difference; accuracy differences within +-tie_margin_pts points.
     tie_margin: float = setting(0.03, rng(0.0, 1.0))
     tie_margin_pts: float = setting(0.5, rng(0.0, 100.0))
+    # Besides rl.target_fraction, the target levels (fractions of the best policy's mean final accuracy)
+    # at which per_policy.csv reads every time to target: a claim must not hang on one level.
+    target_levels: tuple[float, ...] = setting((0.9, 0.98), rng(0.01, 1.0))
     jobs: int = setting(2, rng(1, 256))  # simulations run in parallel, one torch thread each (1: in-process)
     # The workload every simulated experiment trains (transfer pairs name their own): "" / 0 use model.*.
     # The default profile uses the RL training workload, a CPU-cheap MLP, so the pipeline fits 45 min.
@@ -650,8 +653,24 @@ class RLConfig:
                 "set rl.state = dynamix (or schedule) or rl.warm_start = none")
 
 
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Where a sweep's simulated runs execute (:mod:`dynamix.evaluation.executor`): how, never what.
+    The section is in no DVC stage's params and out of :meth:`Config.hash` (:data:`UNHASHED`), so the
+    results, ``dvc.lock`` and resumption do not depend on it."""
+
+    # local: this machine, experiments.jobs processes (``dynamix evaluate --jobs``); ray: every run a Ray
+    # task of one CPU (one GPU when train.device is cuda), the driver keeping the run cache and the outputs
+    kind: str = setting("local", one_of("local", "ray"))
+    # ray: the cluster's head as HOST:PORT (``ray start --head`` prints it); "": $RAY_ADDRESS, else a Ray
+    # started for this process on this machine's loopback with experiments.jobs CPUs
+    address: str = setting("")
+    dashboard: bool = setting(False)  # ray: the dashboard of a Ray started here (a cluster's: ray start's flag)
+
+
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker"},
-                                           "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0}}
+                                           "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
+                                           "experiments": {"target_levels": (0.9, 0.98)}}
 """Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
 behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes."""
 

@@ -142,4 +142,22 @@ def test_the_per_policy_table_ranks_the_missing_policy_behind_every_policy_that_
     assert (table.loc["dynamix", "time_to_target_s"] > reached["time_to_target_s"]).all()
     assert table.loc["dynamix", "over_oracle"] > 1 and table.loc["dynamix", "headroom_share"] < 0
     assert table.loc["oracle", "headroom_share"] == pytest.approx(1.0)
-    assert "| dynamix | 5/5 |" in claims.per_policy_markdown(table.reset_index())
+    assert "| dynamix | 5/5 |" in claims.per_policy_markdown(table.reset_index(), cfg.rl.target_fraction)
+
+
+def test_times_at_other_target_levels_come_from_the_same_windows():
+    """at_levels: the primary level gives the summary's own times; a higher level is crossed no sooner."""
+    windows = pd.DataFrame({"run_id": ["r0"] * 4 + ["r1"] * 4, "window": [0, 1, 2, 3] * 2,
+                            "elapsed_s": [1.0, 2.0, 3.0, 4.0] * 2,
+                            "test_acc": [0.30, 0.50, 0.58, 0.60, 0.20, 0.40, 0.55, 0.555]})
+    per_run = pd.DataFrame({"run_id": ["r0", "r1"], "cluster": "c", "policy": ["a", "b"], "seed": 0,
+                            "total_time_s": 4.0, "target_accuracy": 0.57 * 0.95})
+    per_run["time_to_target_s"] = [targets.time_to_target(windows[windows["run_id"] == r], 0.57 * 0.95)
+                                   for r in per_run["run_id"]]
+    table = targets.at_levels(per_run, windows, (0.98, 0.9), 0.95)
+    assert sorted(set(table["level"])) == [0.9, 0.95, 0.98]
+    prim = table[table["level"] == 0.95].reset_index(drop=True)
+    pd.testing.assert_series_equal(prim["time_to_target_s"], per_run["time_to_target_s"], check_names=False)
+    t = table.pivot(index="run_id", columns="level", values="time_to_target_s")
+    assert t.loc["r0", 0.9] <= t.loc["r0", 0.95] <= t.loc["r0", 0.98]
+    assert math.isnan(t.loc["r1", 0.98]) and table.loc[table["level"] == 0.98, "target_accuracy"].iloc[0] == pytest.approx(0.57 * 0.98)

@@ -284,11 +284,12 @@ def test_inference_adds_the_oracle_bound_at_its_hindsight_batch_on_every_seed(tm
     run_cfg = config.with_overrides(inference.workload(cfg, "sgd"), {"train": {"max_iters": 20, "eval_every": 10}})
     per_run = pd.DataFrame([{"run_id": f"x{s}", "cluster": spec.name, "optimizer": "sgd", "policy": "static:32",
                              "seed": s, "target_accuracy": 0.15, "time_to_target_s": 1.0} for s in (0, 1)])
-    both, grid = inference.with_oracle(cfg, tmp_path, spec, run_cfg, "sgd", per_run)
+    both, grid, windows = inference.with_oracle(cfg, tmp_path, spec, run_cfg, "sgd", per_run)
     oracle = both[both["policy"] == "oracle"]
     assert sorted(oracle["seed"]) == [0, 1] and (oracle["target_accuracy"] == 0.15).all()
     assert list(grid["batch"]) == [64, 192] and grid["chosen"].sum() == 1  # per-worker x 4 workers
     assert len(both) == 4 and (oracle["iterations"] == 20).all()
+    assert set(windows["run_id"]) == set(oracle["run_id"])  # its windows, for times at other target levels
 
 
 def test_held_out_table_names_each_clusters_best_other_policy_and_the_headroom_shares():

@@ -117,3 +117,22 @@ def censored_time(summary: pd.DataFrame) -> pd.Series:
     missing the target look fast.) Every time comparison of the project reads times through this
     function; ``summary`` must hold the whole cell, since tau is read from it."""
     return summary["time_to_target_s"].astype(float).fillna(horizon(summary))
+
+
+def at_levels(per_run: pd.DataFrame, runs: pd.DataFrame, levels, fraction: float) -> pd.DataFrame:
+    """``per_run`` once per target level (column ``level``), with ``target_accuracy`` and
+    ``time_to_target_s`` read at that level from each run's windows in ``runs`` (by ``run_id``).
+
+    A level is a fraction of the best policy's mean final accuracy, like ``fraction``, the level of
+    ``per_run``'s own targets, so a level's target is ``target_accuracy`` x level / fraction: the
+    same best policy sets every level. A time to target is the crossing of a knife edge (the first
+    learning-rate drop lets runs of a few hundred samples over it, larger ones only later or never);
+    reading it at several levels shows whether a comparison depends on where the edge was put."""
+    windows = dict(tuple(runs.groupby("run_id", sort=False)))
+    parts = []
+    for level in sorted({float(fraction), *map(float, levels)}):
+        part = per_run.assign(level=level, target_accuracy=per_run["target_accuracy"] * level / fraction)
+        part["time_to_target_s"] = [time_to_target(windows[rid], t) if rid in windows else math.nan
+                                    for rid, t in zip(part["run_id"], part["target_accuracy"])]
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)

@@ -354,19 +354,28 @@ def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-PER_POLICY_COLUMNS = ["cluster", "optimizer", "policy", "n_seeds", "missed", "final_accuracy", "time_to_target_s",
+PER_POLICY_COLUMNS = ["cluster", "optimizer", "policy", "level", "target_accuracy", "n_seeds", "missed", "final_accuracy", "time_to_target_s",
                       "over_oracle", "over_oracle_lo", "over_oracle_hi", "agent_over", "agent_over_lo",
                       "agent_over_hi", "headroom_share", "headroom_share_lo", "headroom_share_hi"]
-"""``per_policy.csv``: per cell and policy, runs missed ("missed/runs"), mean final accuracy, mean
+"""``per_policy.csv``: per cell, policy and target level (a fraction of the best policy's mean final
+accuracy, ``experiments.target_levels`` and ``rl.target_fraction``), runs missed ("missed/runs"), mean final accuracy, mean
 censored time to target (virtual s), its time over the oracle's and the agent's over its (geometric
 mean of per-seed ratios and t interval), and its share of the headroom (mean of per-seed shares and t
 interval; NaN without oracle runs)."""
 
 
-def per_policy(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
-    """Every policy of every held-out cell beside the oracle bound (:data:`PER_POLICY_COLUMNS`), fastest
-    first. A policy's share on seed s is (M_s - T_s) / (M_s - O_s), with M_s the median static's
-    censored time, O_s the oracle's: a share above 1 says the policy beat the "bound" on that seed."""
+def per_policy(inference: pd.DataFrame, cfg: Config, levels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every policy of every held-out cell beside the oracle bound (:data:`PER_POLICY_COLUMNS`), at the
+    primary target (``inference``'s) or at every level of ``levels`` (the inference stage's
+    ``levels.csv``, :func:`~dynamix.evaluation.targets.at_levels`), fastest first within a level."""
+    frames = [(cfg.rl.target_fraction, inference)] if levels is None else list(levels.groupby("level", sort=True))
+    parts = [_per_policy_at(frame, cfg).assign(level=float(level)) for level, frame in frames]
+    return pd.concat(parts, ignore_index=True)[PER_POLICY_COLUMNS]
+
+
+def _per_policy_at(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
+    """:func:`per_policy` at one target. A policy's share on seed s is (M_s - T_s) / (M_s - O_s), with
+    M_s the median static's censored time, O_s the oracle's: above 1, the policy beat the "bound"."""
     t = stats.paired(inference, censored_time(inference), ["cluster", "optimizer"])
     acc = inference.groupby(["cluster", "optimizer", "policy"], sort=False)["final_accuracy"].mean()
     static = static_sweep(t.columns)
@@ -378,6 +387,8 @@ def per_policy(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
             if g[p].isna().all():
                 continue
             row = {"cluster": cl, "optimizer": opt, "policy": p, "n_seeds": int(g[p].notna().sum()),
+                   "target_accuracy": float(cell["target_accuracy"].iloc[0]) if "target_accuracy" in cell
+                   else math.nan,
                    "missed": missed_count(cell, [p]), "final_accuracy": float(acc[(cl, opt, p)]),
                    "time_to_target_s": float(g[p].mean())}
             for name, den in (("over_oracle", g[ORACLE] if ORACLE in g else None), ("agent_over", g[p])):
@@ -390,24 +401,31 @@ def per_policy(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
             row.update({"headroom_share": share["estimate"], "headroom_share_lo": share["ci_lo"],
                         "headroom_share_hi": share["ci_hi"]})
             rows.append(row)
-    return pd.DataFrame(rows, columns=PER_POLICY_COLUMNS).sort_values(
+    return pd.DataFrame(rows, columns=[c for c in PER_POLICY_COLUMNS if c != "level"]).sort_values(
         ["cluster", "optimizer", "time_to_target_s"], kind="stable", ignore_index=True)
 
 
-def per_policy_markdown(table: pd.DataFrame) -> str:
-    """:func:`per_policy` as one GitHub table per cell (``per_policy.md``)."""
+def per_policy_markdown(table: pd.DataFrame, primary: float) -> str:
+    """:func:`per_policy` as one GitHub table per cell (``per_policy.md``): every column at the
+    ``primary`` level, and the time to target with the runs missed at each other level beside them."""
     fmt = lambda v, lo, hi: "—" if not math.isfinite(v) else f"{v:.2f} [{lo:.2f}, {hi:.2f}]"  # noqa: E731
+    time = lambda r: f"{'≥ ' if not r.missed.startswith('0/') else ''}{r.time_to_target_s:.2f}"  # noqa: E731
+    others = sorted(set(table["level"]) - {primary})
+    head = "".join(f" time at {lv:g} (missed) |" for lv in others)
     out = []
     for (cl, opt), g in table.groupby(["cluster", "optimizer"], sort=False):
-        out += [f"**{cl}** ({opt})", "",
-                "| policy | runs missing the target | final accuracy | time to target (s) | over the oracle "
-                "| agent over it | headroom share |", "|---|---|---|---|---|---|---|"]
-        for r in g.itertuples():
-            bound = "≥ " if not r.missed.startswith("0/") else ""
-            out.append(f"| {r.policy} | {r.missed} | {r.final_accuracy:.3f} | {bound}{r.time_to_target_s:.2f} | "
+        at = g[g["level"] == primary]
+        target = at["target_accuracy"].iloc[0] if len(at) else math.nan
+        out += [f"**{cl}** ({opt}; level {primary:g}: target accuracy {target:.3f})", "",
+                f"| policy | runs missing the target | final accuracy | time to target (s) | over the oracle "
+                f"| agent over it | headroom share |{head}", "|---" * (7 + len(others)) + "|"]
+        for r in at.itertuples():
+            extra = "".join(f" {time(q)} ({q.missed}) |" for q in
+                            g[(g["policy"] == r.policy) & (g["level"] != primary)].sort_values("level").itertuples())
+            out.append(f"| {r.policy} | {r.missed} | {r.final_accuracy:.3f} | {time(r)} | "
                        f"{fmt(r.over_oracle, r.over_oracle_lo, r.over_oracle_hi)} | "
                        f"{fmt(r.agent_over, r.agent_over_lo, r.agent_over_hi) if r.policy != 'dynamix' else ''} | "
-                       f"{fmt(r.headroom_share, r.headroom_share_lo, r.headroom_share_hi)} |")
+                       f"{fmt(r.headroom_share, r.headroom_share_lo, r.headroom_share_hi)} |{extra}")
         out.append("")
     return "\n".join(out)
 
@@ -453,9 +471,9 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     cells = per_cluster(inference, cfg)
     io.write_csv(cells, out / "per_cluster.csv")
     io.write_text(out / "held_out.md", held_out_markdown(inference, cells, _optional(root / "inference" / "clusters.csv")))
-    policies = per_policy(inference, cfg)
+    policies = per_policy(inference, cfg, _optional(root / "inference" / "levels.csv"))
     io.write_csv(policies, out / "per_policy.csv")
-    io.write_text(out / "per_policy.md", per_policy_markdown(policies))
+    io.write_text(out / "per_policy.md", per_policy_markdown(policies, cfg.rl.target_fraction))
     io.write_csv(pd.DataFrame(comparisons), out / "comparisons.csv")
     io.write_text(out / "claims.md", to_markdown(table, cfg))
     records = table.to_dict(orient="records")
@@ -470,7 +488,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     return summary
 
 
-PUBLISHED_INPUTS = {"inference": "inference_summary.csv", "scalability": "scalability_summary.csv",
+PUBLISHED_INPUTS = {"inference": "inference_summary.csv", "levels": "inference_levels.csv", "scalability": "scalability_summary.csv",
                     "transfer": "transfer_summary.csv", "budgets": "transfer_summary.json"}
 """The per-run summaries a published profile (``docs/expected/<profile>/``) carries for its claims."""
 
@@ -495,9 +513,9 @@ def republish(folder: str | Path, cfg: Config) -> None:
     io.write_csv(cells, folder / "per_cluster.csv")
     inference = pd.read_csv(folder / PUBLISHED_INPUTS["inference"])
     io.write_text(folder / "held_out.md", held_out_markdown(inference, cells, _optional(folder / "clusters.csv")))
-    policies = per_policy(inference, cfg)
+    policies = per_policy(inference, cfg, _optional(folder / PUBLISHED_INPUTS["levels"]))
     io.write_csv(policies, folder / "per_policy.csv")
-    io.write_text(folder / "per_policy.md", per_policy_markdown(policies))
+    io.write_text(folder / "per_policy.md", per_policy_markdown(policies, cfg.rl.target_fraction))
 
 
 def held_out_markdown(inference: pd.DataFrame, cells: pd.DataFrame, clusters: pd.DataFrame | None = None) -> str:

@@ -10,7 +10,8 @@ at the per-worker batch a sweep on the validation clusters ``tune_clusters`` fin
 censoring and intervals: ``docs/protocol.md``. Then one end-to-end run of the real engine through the
 gRPC arbitrator (``engine_iters`` iterations on ``engine_cluster``).
 
-Outputs: ``runs.csv``, ``summary.csv`` (per cluster, optimizer, policy, seed), ``clusters.csv``
+Outputs: ``runs.csv`` (the oracle's runs among them), ``summary.csv`` (per cluster, optimizer, policy, seed),
+``levels.csv`` (``summary.csv`` at every target level, :func:`~dynamix.evaluation.targets.at_levels`), ``clusters.csv``
 (:func:`cluster_table`), ``summary.json``, ``tuning.csv`` (the sweep's runs), ``oracle.csv`` (the oracle's hindsight grid, :func:`with_oracle`), ``engine/``,
 ``manifest.json``.
 """
@@ -30,7 +31,7 @@ from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import curves, run_summary
 from dynamix.evaluation.oracle import ORACLE, oracle_search
-from dynamix.evaluation.targets import time_to_target, with_targets
+from dynamix.evaluation.targets import at_levels, time_to_target, with_targets
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import read_manifest, write_manifest
 
@@ -76,9 +77,9 @@ def cluster_table(per_run: pd.DataFrame, specs: list[cluster.ClusterSpec]) -> pd
 
 
 def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Config, opt: str,
-                per_run: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+                per_run: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One group's ``per_run`` (a held-out cluster under one workload) with the oracle bound's runs
-    (policy ``oracle``) and its hindsight grid.
+    (policy ``oracle``), its hindsight grid, and the oracle runs' windows.
 
     :func:`~dynamix.evaluation.oracle.oracle_search` over ``oracle_batches`` x workers on
     ``oracle_seeds`` seeds picks B*, then ``oracle:batch=B*`` runs on every seed. Its times are read
@@ -94,7 +95,7 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
     runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"oracle {spec.name}", cache=shared.run_cache(out))
     oracle = run_summary(runs, KEYS).assign(target_accuracy=target)
     oracle["time_to_target_s"] = [time_to_target(runs[runs["run_id"] == rid], target) for rid in oracle["run_id"]]
-    return pd.concat([per_run, oracle], ignore_index=True), found.grid.assign(optimizer=opt)
+    return pd.concat([per_run, oracle], ignore_index=True), found.grid.assign(optimizer=opt), runs
 
 
 def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, pd.Series], pd.DataFrame]:
@@ -142,14 +143,16 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
                                cache=shared.run_cache(out))  # fmt: skip
         group = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
         if e.oracle_batches:
-            group, grid = with_oracle(cfg, out, spec, run_cfg, opt, group)
+            group, grid, oracle_runs = with_oracle(cfg, out, spec, run_cfg, opt, group)
             grids.append(grid)
+            runs = pd.concat([runs, oracle_runs], ignore_index=True)
         parts.append(group)
         all_runs.append(runs)
     per_run, runs = pd.concat(parts, ignore_index=True), pd.concat(all_runs, ignore_index=True)
     grids = pd.concat(grids, ignore_index=True) if grids else pd.DataFrame()
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
+    io.write_csv(at_levels(per_run, runs, cfg.experiments.target_levels, cfg.rl.target_fraction), out / "levels.csv")
     io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
     io.write_csv(grids, out / "oracle.csv")
     io.write_csv(sweep.reindex(columns=[*tuning.TABLE_COLUMNS, "optimizer"]), out / "tuning.csv")
