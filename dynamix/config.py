@@ -678,6 +678,11 @@ HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64}}
 """Settings removed after configs were hashed, hashed at their last value so earlier hashes hold
 (``arbitrator.max_threads``: the asyncio arbitrator holds no thread per waiting worker)."""
 
+UNHASHED = ("executor",)
+"""Sections that say where runs execute, not what they compute: left out of :meth:`Config.hash` and of a
+run's identity (:mod:`dynamix.rundir`) whatever their values, so a sweep resumed on another executor
+keeps its stage records, checkpoints and policy artifacts."""
+
 
 @dataclass(frozen=True)
 class Config:
@@ -695,6 +700,7 @@ class Config:
     experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
     arbitrator: ArbitratorConfig = field(default_factory=ArbitratorConfig)
     rl: RLConfig = field(default_factory=RLConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def __post_init__(self) -> None:
         if self.batch.min > self.batch.max:
@@ -712,8 +718,9 @@ class Config:
 
     def hash(self) -> str:
         """Short, stable hash of the full config: identifies a run's settings in manifests. Settings
-        at their :data:`HASH_NEUTRAL` values are left out, so adding them kept every earlier hash."""
-        tree = self.to_dict()
+        at their :data:`HASH_NEUTRAL` values are left out, so adding them kept every earlier hash, and
+        so are the :data:`UNHASHED` sections."""
+        tree = {k: v for k, v in self.to_dict().items() if k not in UNHASHED}
         for section, neutral in HASH_NEUTRAL.items():
             tree[section] = {k: v for k, v in tree[section].items() if k not in neutral or v != neutral[k]}
         for section, removed in HASH_REMOVED.items():

@@ -62,6 +62,12 @@ def cache_path(cache: Path, cfg: Config, cost: CostModel, spec: ClusterSpec, pol
     return cache / sim_key(cfg, cost) / f"{run_id(spec, policy, seed)}{'-' + fingerprint if fingerprint else ''}.csv.gz"
 
 
+def store(path: Path, frame: pd.DataFrame) -> None:
+    """Write one run's rows to its cache ``path`` (atomically: a reader sees all of it or nothing)."""
+    with io.atomic_open(path, "wb") as fh:
+        fh.write(gzip.compress(frame.to_csv(index=False).encode(), mtime=0))
+
+
 def cached_run(cache: Path | None, cfg: Config, cost: CostModel, spec: ClusterSpec, policy: BatchSizePolicy,
                seed: int, simulate_run: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """One run's rows: read from ``cache`` when this exact run ran before, else ``simulate_run()``
@@ -72,6 +78,5 @@ def cached_run(cache: Path | None, cfg: Config, cost: CostModel, spec: ClusterSp
     if path.exists():
         return pd.read_csv(path)
     frame = simulate_run()
-    with io.atomic_open(path, "wb") as fh:
-        fh.write(gzip.compress(frame.to_csv(index=False).encode(), mtime=0))
+    store(path, frame)
     return frame

@@ -1,8 +1,9 @@
-"""Run simulated training runs: tasks in-process or in a process pool, through the run cache.
+"""Run simulated training runs: tasks in-process, in a process pool or on Ray, through the run cache.
 
 A :class:`SimTask` is one run (cluster, full config, policy spec, seed). :func:`run_tasks` runs a list
-of them, in ``jobs`` spawned processes with one torch thread each when ``jobs > 1``, and returns their
-rows in task order whatever the scheduling (every run seeds itself from its seed). :func:`budgets`
+of them, in ``jobs`` spawned processes with one torch thread each when ``jobs > 1``, or as Ray tasks
+(``executor.kind: ray``, :mod:`dynamix.evaluation.executor`), and returns their rows in task order
+whatever the scheduling (every run seeds itself from its seed). :func:`budgets`
 fixes each cluster's budget (:mod:`dynamix.evaluation.budget`) and :func:`evaluate` is the whole
 protocol of ``dynamix evaluate``::
 
@@ -26,7 +27,7 @@ import signal
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -39,11 +40,14 @@ from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config, DataConfig, with_overrides
 from dynamix.data import load_dataset
 from dynamix.evaluation.budget import budget_time_s, check_budget, reference_policy, time_budget_config
-from dynamix.evaluation.cache import cached_run
+from dynamix.evaluation import executor
+from dynamix.evaluation.cache import cache_path, cached_run, store
 from dynamix.evaluation.runs import run_totals
 from dynamix.evaluation.targets import set_targets
 from dynamix.metrics.schema import RUNS_COLUMNS
-from dynamix.policies.base import Bounds, make_policy
+from dynamix.policies.base import BatchSizePolicy, Bounds, make_policy
+from dynamix.rl.artifact import artifact_paths
+from dynamix.sim import progress as surrogate
 from dynamix.sim.cluster import calibrated_cost
 from dynamix.sim.run import simulate
 
@@ -84,18 +88,53 @@ def _dataset(data_cfg: DataConfig):
     return load_dataset(data_cfg)
 
 
+def _simulate(task: SimTask, cost: CostModel, policy: BatchSizePolicy) -> pd.DataFrame:
+    """The simulator's rows of one task, timed by ``cost`` (no cache)."""
+    if task.cfg.train.threads:
+        torch.set_num_threads(task.cfg.train.threads)
+    return simulate(task.spec, task.cfg, policy, task.seed, progress=False, data=_dataset(task.cfg.data), cost=cost)
+
+
+def _clamped(task: SimTask, policy: BatchSizePolicy, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the ``clamped`` column of :func:`simulate_task`."""
+    bounds = Bounds(task.cfg.batch.min, task.cfg.batch.max)
+    return frame.assign(clamped=policy.unmet_request(task.spec.n_workers, bounds) is not None)
+
+
 def simulate_task(task: SimTask, cost: CostModel, cache: Path | None = None) -> pd.DataFrame:
     """The simulator's rows of one task (read back from ``cache`` when it ran before), timed by ``cost``,
     with a ``clamped`` column: True when the policy cannot run as its spec asks on this cluster (a
     global batch its workers cannot hold within ``batch.min``/``batch.max``; the simulator logs why)."""
-    if task.cfg.train.threads:
-        torch.set_num_threads(task.cfg.train.threads)
     policy = make_policy(task.policy)
-    data = _dataset(task.cfg.data)
-    frame = cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: simulate(
-        task.spec, task.cfg, policy, task.seed, progress=False, data=data, cost=cost))
-    bounds = Bounds(task.cfg.batch.min, task.cfg.batch.max)
-    return frame.assign(clamped=policy.unmet_request(task.spec.n_workers, bounds) is not None)
+    frame = cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: _simulate(task, cost, policy))
+    return _clamped(task, policy, frame)
+
+
+def _files(policy: str, surrogate_path: Path | None) -> dict[str, bytes]:
+    """What a run reads from the driver's disk, by name: a trained policy's pair (``dynamix:PATH``) and
+    the fitted surrogate (``rl.backend: surrogate``); shipped to Ray nodes, which may lack them."""
+    kind, _, arg = policy.partition(":")
+    files = {p.name: p.read_bytes() for p in artifact_paths(arg)} if kind == "dynamix" else {}
+    if surrogate_path is not None:
+        files[SHIPPED_SURROGATE] = surrogate_path.read_bytes()
+    return files
+
+
+SHIPPED_SURROGATE = "surrogate/model.json"
+"""The fitted surrogate's name among a shipped run's files (:func:`_files`)."""
+
+
+def simulate_shipped(task: SimTask, cost: CostModel, files: Mapping[str, bytes]) -> pd.DataFrame:
+    """:func:`_simulate` on a Ray node, the run's policy and surrogate read from the ``files`` the driver
+    shipped (:func:`_files`), written to this node first (:func:`~dynamix.evaluation.executor.materialize`)."""
+    if files:
+        folder = executor.materialize(files)
+        kind, _, arg = task.policy.partition(":")
+        if kind == "dynamix":
+            task = dataclasses.replace(task, policy=f"dynamix:{folder / artifact_paths(arg)[0].name}")
+        if SHIPPED_SURROGATE in files:
+            task = dataclasses.replace(task, cfg=with_overrides(task.cfg, {"rl": {"surrogate": str(folder / SHIPPED_SURROGATE)}}))
+    return _simulate(task, cost, make_policy(task.policy))
 
 
 def workload_costs(tasks: Sequence[SimTask]) -> list[CostModel]:
@@ -127,38 +166,89 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _in_pool(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None,
+             jobs: int) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(index, rows) of every task as it finishes in ``jobs`` spawned processes."""
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_sigint)
+    try:
+        futures = {pool.submit(simulate_task, t, costs[i], cache): i for i, t in enumerate(tasks)}
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+    except BaseException:  # Ctrl-C or a failed run: stop the runs in flight now (finished ones are cached)
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None,
+            cpus: int) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(index, rows) of every task: the cached runs read here, the others simulated as Ray tasks
+    (:func:`simulate_shipped`, with the files they read) and cached here as their rows arrive, so this
+    process alone touches the cache; ``cpus``: those of a Ray started here."""
+    executor.connect(tasks[0].cfg.executor, cpus)
+    policies: dict[str, BatchSizePolicy] = {}
+    for t in tasks:
+        if t.policy not in policies:
+            policies[t.policy] = make_policy(t.policy)
+    where = [cache_path(cache, t.cfg, costs[i], t.spec, policies[t.policy], t.seed) if cache is not None else None
+             for i, t in enumerate(tasks)]
+    todo = []
+    for i, t in enumerate(tasks):
+        if where[i] is not None and where[i].exists():
+            yield i, _clamped(t, policies[t.policy], pd.read_csv(where[i]))
+        else:
+            todo.append(i)
+    packed: dict[tuple[str, Path | None], dict[str, bytes]] = {}
+    calls = []
+    for i in todo:
+        t = tasks[i]
+        key = (t.policy, surrogate.path_for(t.cfg) if t.cfg.rl.backend == "surrogate" else None)
+        if key not in packed:
+            packed[key] = _files(*key)
+        calls.append((t, costs[i], packed[key]))
+    gpus = [tasks[i].cfg.train.device.startswith("cuda") for i in todo]
+    for j, frame in executor.ray_map(simulate_shipped, calls, gpus):
+        i = todo[j]
+        if where[i] is not None:
+            store(where[i], frame)
+        yield i, _clamped(tasks[i], policies[tasks[i].policy], frame)
+
+
 def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost: CostModel | None = None,
               cache: Path | None = None, progress: bool = True) -> list[pd.DataFrame]:
     """Every task's rows (:func:`simulate_task`), in task order. ``cost`` times every task; None: each
-    workload's calibrated cost model, resolved here once per workload, not once per task. With
-    ``jobs > 1`` the tasks run in ``jobs`` spawned processes, each task's config set to one torch thread
-    (``train.threads = 1``). Progress: a tqdm bar and, for logs, :func:`log_progress` after every run."""
+    workload's calibrated cost model, resolved here once per workload, not once per task.
+
+    Where the runs execute is the tasks' ``executor`` section (one for the sweep,
+    :class:`~dynamix.config.ExecutorConfig`): ``local`` runs them in this process, or in ``jobs``
+    spawned processes when ``jobs > 1``; ``ray`` as Ray tasks (:func:`_on_ray`; a Ray started here gets
+    ``jobs`` CPUs). In processes and on Ray each task's config is set to one torch thread
+    (``train.threads = 1``), so the two give the same rows. Progress: a tqdm bar over the sweep and,
+    for logs, :func:`log_progress` after every run."""
     if not tasks:
         raise ValueError("no runs to simulate: check the policies, clusters and seeds")
+    kinds = {t.cfg.executor for t in tasks}
+    if len(kinds) > 1:
+        raise ValueError(f"one sweep runs on one executor; these tasks name {len(kinds)}")
+    on_ray = tasks[0].cfg.executor.kind == "ray"
     costs = [cost] * len(tasks) if cost is not None else workload_costs(tasks)
+    if jobs > 1 or on_ray:
+        tasks = [dataclasses.replace(t, cfg=with_overrides(t.cfg, {"train": {"threads": 1}})) for t in tasks]
+    if on_ray:
+        finished = _on_ray(tasks, costs, cache, jobs)
+    elif jobs > 1:
+        finished = _in_pool(tasks, costs, cache, jobs)
+    else:
+        finished = ((i, simulate_task(t, costs[i], cache)) for i, t in enumerate(tasks))
     bar = tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress)
     frames: list[pd.DataFrame | None] = [None] * len(tasks)
-    if jobs <= 1:
-        for i, task in enumerate(tasks):
-            frames[i] = simulate_task(task, costs[i], cache)
-            bar.update()
-            log_progress(bar)
-    else:
-        one_thread = [dataclasses.replace(t, cfg=with_overrides(t.cfg, {"train": {"threads": 1}})) for t in tasks]
-        ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_sigint)
-        try:
-            futures = {pool.submit(simulate_task, t, costs[i], cache): i for i, t in enumerate(one_thread)}
-            for fut in as_completed(futures):
-                frames[futures[fut]] = fut.result()
-                bar.update()
-                log_progress(bar)
-        except BaseException:  # Ctrl-C or a failed run: stop the runs in flight now (finished ones are cached)
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown()
+    for i, frame in finished:
+        frames[i] = frame
+        bar.update()
+        log_progress(bar)
     bar.close()
     return frames  # type: ignore[return-value]
 

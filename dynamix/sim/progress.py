@@ -175,9 +175,14 @@ def default_path(cfg: Config, root: str | Path | None = None) -> Path:
     return root / f"{cfg.model.name}-w{cfg.model.width:g}-{cfg.optim.name}.json"
 
 
+def path_for(cfg: Config) -> Path:
+    """Where the fitted model a run of ``cfg`` uses lies: ``rl.surrogate`` when set, else :func:`default_path`."""
+    return paths.resolve(cfg.rl.surrogate) if cfg.rl.surrogate else default_path(cfg)
+
+
 def for_config(cfg: Config) -> ProgressModel:
-    """The fitted model a run of ``cfg`` uses: ``rl.surrogate`` when set, else :func:`default_path`."""
-    return load(paths.resolve(cfg.rl.surrogate) if cfg.rl.surrogate else default_path(cfg), cfg)
+    """The fitted model a run of ``cfg`` uses (:func:`path_for`)."""
+    return load(path_for(cfg), cfg)
 
 
 def save(model: ProgressModel, path: str | Path) -> Path:
