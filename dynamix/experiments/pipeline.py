@@ -58,6 +58,7 @@ PUBLISHED = {
     "scalability/summary.csv": "scalability_summary.csv",
     "baselines/summary.csv": "baselines_summary.csv",
     "inference/summary.csv": "inference_summary.csv",
+    "inference/levels.csv": "inference_levels.csv",
     "inference/tuning.csv": "inference_tuning.csv",
     "inference/clusters.csv": "clusters.csv",
     "transfer/summary.csv": "transfer_summary.csv",
