@@ -111,6 +111,18 @@ def test_schedule_follows_the_runs_own_epochs_and_the_time_budget_only_stops_it(
     assert vc.elapsed_s >= 1.0 and windows[-1].epoch < 50  # stopped by the clock, not the epochs
 
 
+def test_the_arbitrators_cost_is_added_once_per_window_and_nothing_when_not_modelled(data, cost):
+    spec = clusters.load("clusters/slow-worker-4.yaml")
+    arbitrated = dataclasses.replace(cost, arbitration_ms=30.0, arbitration_ms_per_worker=5.0)  # A(4) = 50 ms
+    elapsed = []
+    for model in (cost, arbitrated):
+        vc = VirtualCluster(spec, cfg_with(), data=data, seed=0, cost=model)
+        elapsed.append([vc.run_window([16] * 4)[1].elapsed_s for _ in range(2)])
+    # a window reports the time its iterations ended; the decision it waits for comes after
+    assert elapsed[1][0] == elapsed[0][0]
+    assert elapsed[1][1] == pytest.approx(elapsed[0][1] + 0.050)
+
+
 def test_events_and_stragglers_move_virtual_time(data, cost):
     quiet = clusters.homogeneous(4)
     event = clusters.Event(kind="slowdown", at_iteration=4, factor=0.25)

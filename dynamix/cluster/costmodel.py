@@ -35,6 +35,14 @@ Iteration time, with a fraction ``overlap`` = o of communication hidden behind t
 
     T = max( max_i t_i + (1 - o) * T_comm,  T_comm )                              [ms]
 
+Arbitration (the gRPC arbitrator, :mod:`dynamix.rpc`): once per window of k iterations the workers
+report and wait for the decision, the window's release-to-last-answer time measured by
+``benchmarks/bench_rpc.py`` and fitted as a line in the worker count N (docs/usage.md)::
+
+    A(N) = A_0 + A_1 * N                                                              [ms per window]
+
+The simulator adds A(N) to its clock after every window; A_0 = A_1 = 0 (the default) leaves it out.
+
 T is non-decreasing in every b_i, non-increasing in every s_i and bandwidth (the invariant tests in
 ``tests/test_sim_costmodel.py`` check this over seeded random parameters). Each worker's T splits
 into its own compute t_i, the barrier wait max_j t_j - t_i, and the visible communication
@@ -100,6 +108,8 @@ class CostModel:
     wire_fraction: float = 1.0  # f: bytes on the wire / S (1 uncompressed; 1 / compression ratio)
     codec_ms: float = 0.0  # c: encode + decode per iteration (ms), on the critical path
     collectives: int = 1  # k: dependent collectives per reduction (LHC: index, then sketch)
+    arbitration_ms: float = 0.0  # A_0: one window's arbitration, fixed part (ms; arbitrator.overhead_ms)
+    arbitration_ms_per_worker: float = 0.0  # A_1: its growth per worker (ms; arbitrator.overhead_ms_per_worker)
 
     def __post_init__(self) -> None:
         for name in ("a_ms", "c_ms_per_sample"):
@@ -112,6 +122,9 @@ class CostModel:
                 f"cost model gradient_bytes = {self.gradient_bytes} is out of range: must be >= 0")
         if not 0 < self.wire_fraction <= 2:
             raise ValueError(f"cost model wire_fraction = {self.wire_fraction} is out of range: must be in (0, 2]")
+        if not (self.arbitration_ms >= 0 and self.arbitration_ms_per_worker >= 0):
+            raise ValueError(f"cost model arbitration_ms = {self.arbitration_ms}, arbitration_ms_per_worker = "
+                             f"{self.arbitration_ms_per_worker} are out of range: must be >= 0")
         if not self.codec_ms >= 0 or self.collectives < 1:
             raise ValueError(f"cost model codec_ms = {self.codec_ms}, collectives = {self.collectives} are out of "
                              "range: must be >= 0 and >= 1")
@@ -120,6 +133,10 @@ class CostModel:
     def wire_bytes(self) -> float:
         """f S: bytes one reduction puts on the wire."""
         return self.wire_fraction * self.gradient_bytes
+
+    def arbitration_window_ms(self, n_workers: int) -> float:
+        """A(N) = A_0 + A_1 N: one window's arbitration (ms); 0 when not modelled."""
+        return self.arbitration_ms + self.arbitration_ms_per_worker * n_workers
 
     # ---- compute --------------------------------------------------------------------------------
     def compute_ms(self, batch_sizes: np.ndarray, speeds: np.ndarray, fixed_ms: np.ndarray | float = 0.0) -> np.ndarray:

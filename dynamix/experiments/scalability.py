@@ -10,6 +10,11 @@ instead, so every size trains long enough for a time to target to mean something
 leaves a 32-worker cluster a handful of iterations). Time to target as in
 :mod:`dynamix.evaluation.targets`, with the target set per cluster size.
 
+With the arbitrator's cost modelled (``arbitrator.overhead_ms``, ``arbitrator.overhead_ms_per_worker``:
+:class:`~dynamix.cluster.costmodel.CostModel`'s A(N), added to every window), ``summary.json`` also
+reports per size what a window of arbitration costs beside the window's iterations
+(``arbitration_by_workers``); without it the outputs are as before.
+
 Outputs: ``runs.csv``, ``summary.csv`` (n_workers, policy, seed, time to target, final accuracy,
 throughput), ``summary.json`` (means and t intervals per size and policy; the best policy per size),
 ``clusters/`` (the generated specs), ``manifest.json``. Figure: time to target and throughput
@@ -27,6 +32,7 @@ import yaml
 
 from dynamix import cluster, io, plots
 from dynamix.cluster import ClusterSpec
+from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config, ConfigError
 from dynamix.evaluation import stats
 from dynamix.evaluation.runner import SimTask, run_simulations
@@ -34,6 +40,7 @@ from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import read_manifest, write_manifest
+from dynamix.sim.cluster import calibrated_cost
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +87,24 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     }
     summary = {"base_cluster": base.name, "workers": list(e.workers), "best_policy_by_workers": best,
                "by_workers_and_policy": agg.to_dict(orient="records")}  # fmt: skip
+    if cfg.arbitrator.overhead_ms or cfg.arbitrator.overhead_ms_per_worker:
+        summary["arbitration_by_workers"] = arbitration(per_run, calibrated_cost(sim_cfg), cfg.batch.window)
     io.write_json(out / "summary.json", summary)
     write_manifest(out, cfg, NAME, {"cluster_spec": e.cluster})
     return summary
+
+
+def arbitration(per_run: pd.DataFrame, cost: CostModel, k: int) -> dict[int, dict[str, float]]:
+    """Per cluster size: one window's arbitration A(N) (ms), the window's k iterations (ms, the mean over
+    runs with A(N) taken out) and A(N)'s share of the window."""
+    out = {}
+    for n, rows in per_run.groupby("n_workers"):
+        a_ms = cost.arbitration_window_ms(int(n))
+        windows = -(-rows["iterations"] // k)  # the last window may be short
+        iters_ms = float(((rows["total_time_s"] * 1e3 - windows * a_ms) / windows).mean())
+        out[int(n)] = {"arbitration_ms": round(a_ms, 3), "iterations_ms": round(iters_ms, 3),
+                       "arbitration_share": round(a_ms / (a_ms + iters_ms), 4)}
+    return out
 
 
 def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:

@@ -72,7 +72,7 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
 
     def __init__(self, arbitrator: Arbitrator) -> None:
         self.arbitrator = arbitrator
-        self._closing: weakref.WeakKeyDictionary[Any, asyncio.Future] = weakref.WeakKeyDictionary()
+        self._closing: weakref.WeakKeyDictionary[Any, list[asyncio.Future]] = weakref.WeakKeyDictionary()
         self._answers: dict[int, tuple[tuple[int, ...], pb.ReportWindowResponse]] = {}
 
     async def Register(self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext) -> pb.RegisterResponse:
@@ -88,8 +88,11 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
             worker, glob = convert.report_from_pb(request)
             result = self.arbitrator.submit(request.session_id, request.run_id, worker, glob)
             while isinstance(result, Pending):
-                await self._closed(result)
-                result = self.arbitrator.collect(result) or result
+                answer = self.arbitrator.collect(result)
+                if answer is None:
+                    await self._closed(result)
+                else:
+                    result = answer
             return self._answer_pb(result)
 
         return await _handle(context, request, run)
@@ -99,16 +102,25 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
             remaining_workers=self.arbitrator.leave(request.session_id, request.run_id, request.rank)))
 
     async def _closed(self, pending: Pending) -> None:
-        """Until ``pending``'s barrier closes or its deadline passes: one future per barrier, shared by
-        all of its reports, resolved by whichever thread closes the barrier."""
-        future = self._closing.get(pending.barrier)
-        if future is None:
-            loop = asyncio.get_running_loop()
-            future = self._closing[pending.barrier] = loop.create_future()
-            self.arbitrator.when_closed(pending, lambda: _resolve_soon(loop, future))
-        timeout = pending.deadline - self.arbitrator.clock()
-        if timeout > 0 and not future.done():
-            await asyncio.wait((future,), timeout=timeout)
+        """Until ``pending``'s barrier closes: a future per waiting report, all resolved together by
+        whichever thread closes the barrier, and one timer per barrier that closes it at its deadline."""
+        loop = asyncio.get_running_loop()
+        waiters = self._closing.get(pending.barrier)
+        if waiters is None:
+            waiters = self._closing[pending.barrier] = []
+            self.arbitrator.when_closed(pending, lambda: _resolve_soon(loop, waiters))
+            loop.call_later(max(pending.deadline - self.arbitrator.clock(), 0), self._expire, pending, waiters)
+        future = loop.create_future()  # its own: a caller giving up cancels its wait, not its peers'
+        waiters.append(future)
+        await future
+
+    def _expire(self, pending: Pending, waiters: list[asyncio.Future]) -> None:
+        """The barrier's deadline: close it without the missing ranks (which resolves the waiters)."""
+        try:
+            if self.arbitrator.collect(pending) is None:  # the clocks differ by a hair: look again soon
+                asyncio.get_running_loop().call_later(0.001, self._expire, pending, waiters)
+        except Exception:  # abandoned, or the policy failed: the barrier closed all the same
+            pass
 
     def _answer_pb(self, answer: Answer) -> pb.ReportWindowResponse:
         """The window's answer, built once per decision (its vector holds a size per worker) and copied."""
@@ -124,10 +136,12 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
         return msg
 
 
-def _resolve_soon(loop: asyncio.AbstractEventLoop, future: asyncio.Future) -> None:
+def _resolve_soon(loop: asyncio.AbstractEventLoop, waiters: list[asyncio.Future]) -> None:
     def resolve() -> None:
-        if not future.done():
-            future.set_result(None)
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+        waiters.clear()
 
     if threading.get_ident() == _LOOP.thread_id:
         resolve()  # on the loop already (the usual case): set_result only schedules the waiters

@@ -56,7 +56,9 @@ from dynamix.train.loop import eval_subset, schedule_progress, total_iterations
 def calibrated_cost(cfg: Config) -> CostModel:
     """The cost model of ``cfg.model`` from its reference calibration (:mod:`dynamix.sim.calibrate`)."""
     cal = load_calibration(cfg.model.name, cfg.model.width)
-    return CostModel(cal.a_ms, cal.c_ms_per_sample, gradient_bytes(build_model(cfg.model.name, cfg.model.width)))
+    return CostModel(cal.a_ms, cal.c_ms_per_sample, gradient_bytes(build_model(cfg.model.name, cfg.model.width)),
+                     arbitration_ms=cfg.arbitrator.overhead_ms,
+                     arbitration_ms_per_worker=cfg.arbitrator.overhead_ms_per_worker)
 
 
 class ClusterClock:
@@ -164,6 +166,9 @@ class ClusterClock:
             n_workers=self.n_workers,
         )
         self.window += 1
+        arbitration_ms = self.cost.arbitration_window_ms(self.n_workers)
+        if arbitration_ms > 0:  # the workers wait for the arbitrator's decision before the next window
+            self.elapsed_s += arbitration_ms / 1e3
         return workers, glob
 
 
