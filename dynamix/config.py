@@ -343,6 +343,9 @@ class InferenceExperiment:
     # every seed as ``oracle`` (dynamix/evaluation/oracle.py). (): no oracle.
     oracle_batches: tuple[int, ...] = setting((), rng(1, 65536))
     oracle_seeds: int = setting(1, rng(1, 1000))
+    oracle_refine: bool = setting(False)  # then B*/1.25 and B* x 1.25 around the constant winner B*
+    # Two-phase members: B* until each epoch E here, then B* x 0.5 or x 2 (dynamix/evaluation/oracle.py)
+    oracle_phase_epochs: tuple[float, ...] = setting((), rng(0.0, None))
 
 
 @dataclass(frozen=True)
@@ -670,7 +673,8 @@ class ExecutorConfig:
 
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker"},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
-                                           "experiments": {"target_levels": (0.9, 0.98)}}
+                                           "experiments": {"target_levels": (0.9, 0.98)},
+                                           "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": ()}}
 """Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
 behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes."""
 
@@ -721,8 +725,12 @@ class Config:
         at their :data:`HASH_NEUTRAL` values are left out, so adding them kept every earlier hash, and
         so are the :data:`UNHASHED` sections."""
         tree = {k: v for k, v in self.to_dict().items() if k not in UNHASHED}
-        for section, neutral in HASH_NEUTRAL.items():
-            tree[section] = {k: v for k, v in tree[section].items() if k not in neutral or v != neutral[k]}
+        for section, neutral in HASH_NEUTRAL.items():  # a dotted section names a subsection
+            *parents, last = section.split(".")
+            node = tree
+            for key in parents:
+                node = node[key]
+            node[last] = {k: v for k, v in node[last].items() if k not in neutral or v != neutral[k]}
         for section, removed in HASH_REMOVED.items():
             tree[section] = {**removed, **tree[section]}
         blob = json.dumps(tree, sort_keys=True, default=list).encode()

@@ -12,6 +12,7 @@ import pytest
 
 from dynamix import cluster as clusters
 from dynamix import config, paths
+from dynamix.evaluation import targets
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import ConfigError
 from dynamix.evaluation.oracle import oracle_search, pick_fastest
@@ -136,12 +137,34 @@ def test_search_runs_the_grid_and_keeps_the_fastest_batch(data):
                           progress=False)
     assert list(found.grid["batch"]) == [32, 96, 160] and (found.grid["n_seeds"] == 2).all()
     assert set(found.runs["policy"]) == {"oracle:batch=32", "oracle:batch=96", "oracle:batch=160"}
-    t = found.runs["time_to_target_s"].fillna(found.runs["total_time_s"]).groupby(found.runs["batch"]).mean()
+    t = targets.censored_time(found.runs).groupby(found.runs["batch"]).mean()
     reached = found.runs["time_to_target_s"].notna().groupby(found.runs["batch"]).mean()
-    assert found.batch == t[reached == reached.max()].idxmin()
-    assert found.grid.loc[found.grid["chosen"], "batch"].tolist() == [found.batch]
+    assert found.policy == f"oracle:batch={t[reached == reached.max()].idxmin()}"
+    assert found.grid.loc[found.grid["chosen"], "policy"].tolist() == [found.policy]
     chosen = found.chosen_runs()
     assert set(chosen["policy"]) == {"oracle"} and list(chosen["seed"]) == [0, 1]
+
+
+def test_the_refined_search_adds_steps_of_1_25_and_two_phase_members_around_the_winner(data):
+    found = oracle_search(hetero(), cfg_with(iters=20), [32, 64], [0], target_accuracy=0.11, cost=COST,
+                          progress=False, refine=True, phase_epochs=[0.5])
+    grid = found.grid.set_index("policy")
+    constants = grid[grid["then"] == 0]["batch"].tolist()
+    assert {32, 64} <= set(constants) and len(constants) >= 3  # B*/1.25 or B* x 1.25 added
+    assert all(b == 32 or b == 64 or any(abs(b / w - r) < 0.02 for w in (32, 64) for r in (0.8, 1.25)) for b in constants)
+    phases = grid[grid["then"] > 0]
+    assert len(phases) == 2 and set(phases["at"]) == {0.5} and phases["batch"].nunique() == 1
+    assert sorted(phases["then"] / phases["batch"]) == pytest.approx([0.5, 2.0], abs=0.02)
+    assert found.policy in grid.index and grid.loc[found.policy, "chosen"]
+
+
+def test_a_two_phase_oracle_switches_its_global_batch_at_its_epoch(data):
+    cfg = cfg_with(iters=30)
+    runs = simulate(hetero(), cfg, make_policy("oracle:batch=32,then=96,at=0.04"), seed=0, progress=False, cost=COST)
+    glob = runs.groupby("window").agg(batch=("global_batch", "first"), epoch=("epoch", "first"))
+    switch = glob.index[glob["batch"] == 96]
+    assert len(switch) and (glob.loc[: switch[0] - 1, "batch"] == 32).all() and (glob.loc[switch[0]:, "batch"] == 96).all()
+    assert glob.loc[switch[0] - 1, "epoch"] >= 0.04 > glob.loc[switch[0] - 2, "epoch"]
 
 
 # ------------------------------------------------------------------------------------------ headroom

@@ -1,16 +1,18 @@
 """The oracle bound of a cluster: the perfectly balanced policy at the global batch chosen in hindsight.
 
 :mod:`dynamix.policies.oracle` balances every window with the cluster's true future speeds but runs
-at the global batch B its spec names. :func:`oracle_search` runs ``oracle:batch=B`` over a grid of B
-on one cluster (every seed), reads each run's time to the comparison's target, and keeps the B with
-the smallest time:
+at the global batch its spec names: one B for the whole run, or B until epoch E and then B2 (the
+two-phase members). :func:`oracle_search` runs the members over a grid on one cluster, every seed
+given, reads each run's time to the comparison's target, and keeps the fastest member m*:
 
-    B* = argmin_B  mean_s min(T_B,s, tau_B,s)
+    m* = argmin_m  mean_s min(T_m,s, tau)
 
-over the B whose every seed reached the target (else those that reached it most often), with a run
-that never reached it counted at the longest run of the grid, tau (the restricted time to target of
-``docs/protocol.md``, :func:`dynamix.evaluation.targets.censored_time`); ties go to the smaller B. The grid and every B's time are kept beside the
-choice.
+over the members whose every seed reached the target (else those that reached it most often), with a
+run that never reached it counted at the longest run of the grid, tau (the restricted time to target
+of ``docs/protocol.md``, :func:`dynamix.evaluation.targets.censored_time`); ties go to the smaller
+batch. The grid is a coarse list of constant B, optionally refined to steps of x1.25 around the
+constant winner, and optionally joined by two-phase members around it. The grid, every member's time
+and which member won are kept beside the choice.
 
 This chooses B on the very runs it is then scored on, held-out clusters included. That is allowed
 here and only here: the oracle is not a policy anyone could deploy but the upper bound each cluster
@@ -36,50 +38,89 @@ from dynamix.evaluation.targets import censored_time, time_to_target
 ORACLE = "oracle"
 """The ``policy`` label of the chosen B's runs in a comparison's per-run summary."""
 
-GRID_COLUMNS = ["cluster", "batch", "n_seeds", "reached", "time_to_target_s", "chosen"]
+GRID_COLUMNS = ["cluster", "policy", "batch", "then", "at", "n_seeds", "reached", "time_to_target_s", "chosen"]
+
+REFINE = 1.25
+"""The step of the refined grid around the coarse winner: B*/1.25 and B* x 1.25."""
+
+PHASE_FACTORS = (0.5, 2.0)
+"""The second phase's global batch of the two-phase members, as factors of B*."""
+
+
+def member_spec(batch: int, then: int = 0, at: float = 0.0) -> str:
+    """The oracle's policy spec for a constant global batch, or a two-phase schedule."""
+    return f"oracle:batch={int(batch)}" + (f",then={int(then)},at={at:g}" if then else "")
+
+
+def _members(policy: str) -> dict:
+    args = dict(item.split("=") for item in policy.split(":", 1)[1].split(","))
+    return {"batch": int(args["batch"]), "then": int(args.get("then", 0)), "at": float(args.get("at", 0.0))}
 
 
 @dataclass(frozen=True)
 class OracleSearch:
-    """``grid``: one row per B (:data:`GRID_COLUMNS`: ``reached``, the share of seeds that reached the
-    target; ``time_to_target_s``, the mean restricted time over seeds, virtual s); ``batch``: B*;
-    ``runs``: one row per (B, seed): cluster, policy (``oracle:batch=B``), batch, seed,
-    time_to_target_s (NaN: not reached), final_accuracy, total_time_s, iterations, mean_global_batch."""
+    """``grid``: one row per member (:data:`GRID_COLUMNS`: a constant ``batch``, or ``then`` from epoch
+    ``at`` on; ``reached``, the share of seeds that reached the target; ``time_to_target_s``, the mean
+    restricted time over seeds, virtual s); ``policy``: the winner's spec; ``runs``: one row per
+    (member, seed): cluster, policy, batch, then, at, seed, time_to_target_s (NaN: not reached),
+    final_accuracy, total_time_s, iterations, mean_global_batch."""
 
     grid: pd.DataFrame
-    batch: int
+    policy: str
     runs: pd.DataFrame
 
     def chosen_runs(self) -> pd.DataFrame:
-        """B*'s runs labelled ``oracle``: rows to append to a comparison's per-run summary."""
-        return self.runs[self.runs["batch"] == self.batch].assign(policy=ORACLE)
+        """The winner's runs labelled ``oracle``: rows to append to a comparison's per-run summary."""
+        return self.runs[self.runs["policy"] == self.policy].assign(policy=ORACLE)
 
 
 def pick_fastest(runs: pd.DataFrame) -> pd.DataFrame:
-    """The grid table of per-(B, seed) ``runs`` (module docstring), ``chosen`` marking B*."""
+    """The grid table of per-(member, seed) ``runs`` (module docstring), ``chosen`` marking the winner:
+    the smallest mean restricted time among the members that reached the target on the most seeds,
+    ties to the smaller batch, then the constant member."""
+    runs = runs.assign(**{k: runs[k] if k in runs else v for k, v in (("then", 0), ("at", 0.0))})
+    if "policy" not in runs:
+        runs = runs.assign(policy=[member_spec(b, t, a) for b, t, a in zip(runs["batch"], runs["then"], runs["at"])])
     restricted = censored_time(runs)
-    per_b = runs.assign(_t=restricted, _hit=runs["time_to_target_s"].notna()).groupby("batch").agg(
-        cluster=("cluster", "first"), n_seeds=("seed", "count"), reached=("_hit", "mean"),
-        time_to_target_s=("_t", "mean")).reset_index()
-    pool = per_b[per_b["reached"] == per_b["reached"].max()]
-    best = int(pool.sort_values(["time_to_target_s", "batch"]).iloc[0]["batch"])
-    return per_b.assign(chosen=per_b["batch"] == best)[GRID_COLUMNS]
+    per = runs.assign(_t=restricted, _hit=runs["time_to_target_s"].notna()).groupby("policy", sort=False).agg(
+        cluster=("cluster", "first"), batch=("batch", "first"), then=("then", "first"), at=("at", "first"),
+        n_seeds=("seed", "count"), reached=("_hit", "mean"), time_to_target_s=("_t", "mean")).reset_index()
+    pool = per[per["reached"] == per["reached"].max()]
+    best = pool.sort_values(["time_to_target_s", "batch", "then"]).iloc[0]["policy"]
+    return per.assign(chosen=per["policy"] == best)[GRID_COLUMNS]
 
 
 def oracle_search(spec: ClusterSpec, cfg: Config, batches: Sequence[int], seeds: Sequence[int],
                   target_accuracy: float, jobs: int = 1, cost: CostModel | None = None,
-                  cache: Path | None = None, progress: bool = True) -> OracleSearch:
+                  cache: Path | None = None, progress: bool = True, refine: bool = False,
+                  phase_epochs: Sequence[float] = ()) -> OracleSearch:
     """Run ``oracle:batch=B`` for every B in ``batches`` and seed on ``spec`` under ``cfg`` (the
-    comparison's run config, its budget included) and choose B* (module docstring) by the time to
-    ``target_accuracy``, the comparison's target on this cluster."""
+    comparison's run config, its budget included) and choose the fastest member (module docstring)
+    by the time to ``target_accuracy``, the comparison's target on this cluster. With ``refine`` the
+    grid gains B*/1.25 and B* x 1.25 around the constant winner B*, so the bound's batch is within a
+    factor 1.25 of the best constant one; with ``phase_epochs``, the two-phase members B* until epoch
+    E, then B* x f (f in :data:`PHASE_FACTORS`), for every E. The winner is chosen among all."""
     if not batches or not seeds:
         raise ValueError("oracle_search needs at least one global batch and one seed")
-    grid = sorted({int(b) for b in batches})
-    tasks = [SimTask(spec, cfg, f"oracle:batch={b}", int(s)) for b in grid for s in seeds]
-    frames = run_tasks(tasks, jobs, f"oracle {spec.name}", cost, cache, progress)
-    rows = [{"cluster": spec.name, "policy": t.policy, "batch": int(t.policy.split("=")[1]), "seed": t.seed,
-             "time_to_target_s": time_to_target(f, target_accuracy), **run_totals(f)}
-            for t, f in zip(tasks, frames)]
-    runs = pd.DataFrame(rows)
+
+    def run(policies: Sequence[str]) -> pd.DataFrame:
+        tasks = [SimTask(spec, cfg, p, int(s)) for p in policies for s in seeds]
+        frames = run_tasks(tasks, jobs, f"oracle {spec.name}", cost, cache, progress)
+        return pd.DataFrame([{"cluster": spec.name, "policy": t.policy, **_members(t.policy), "seed": t.seed,
+                              "time_to_target_s": time_to_target(f, target_accuracy), **run_totals(f)}
+                             for t, f in zip(tasks, frames)])
+
+    def constant_winner(runs: pd.DataFrame) -> int:
+        return int(pick_fastest(runs[runs["then"] == 0]).query("chosen")["batch"].iloc[0])
+
+    runs = run([member_spec(b) for b in sorted({int(b) for b in batches})])
+    if refine:
+        best = constant_winner(runs)
+        new = [member_spec(b) for b in (round(best / REFINE), round(best * REFINE))]
+        runs = pd.concat([runs, run([p for p in new if p not in set(runs["policy"])])], ignore_index=True)
+    if phase_epochs:
+        best = constant_winner(runs)
+        runs = pd.concat([runs, run([member_spec(best, round(best * f), e) for e in phase_epochs
+                                     for f in PHASE_FACTORS])], ignore_index=True)
     table = pick_fastest(runs)
-    return OracleSearch(table, int(table.loc[table["chosen"], "batch"].iloc[0]), runs)
+    return OracleSearch(table, str(table.loc[table["chosen"], "policy"].iloc[0]), runs)

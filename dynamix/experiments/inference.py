@@ -89,8 +89,9 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
     seeds = shared.seeds(cfg)
     target = float(per_run["target_accuracy"].iloc[0])
     found = oracle_search(spec, run_cfg, [m * spec.n_workers for m in e.oracle_batches],
-                          seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=shared.run_cache(out))
-    tasks = [SimTask(spec, run_cfg, f"oracle:batch={found.batch}", s, (("optimizer", opt),), label=ORACLE)
+                          seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=shared.run_cache(out),
+                          refine=e.oracle_refine, phase_epochs=e.oracle_phase_epochs)
+    tasks = [SimTask(spec, run_cfg, found.policy, s, (("optimizer", opt),), label=ORACLE)
              for s in seeds]
     runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"oracle {spec.name}", cache=shared.run_cache(out))
     oracle = run_summary(runs, KEYS).assign(target_accuracy=target)

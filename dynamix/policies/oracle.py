@@ -22,7 +22,10 @@ communication included) and keeps the fastest. Then no window policy beats it by
 proven optimal for a window whose speeds change inside it (jitter, stragglers, an event mid-window). It is the per-cluster upper bound of the evaluation: its global batch comes from
 the spec, and :func:`dynamix.evaluation.oracle.oracle_search` chooses it in hindsight.
 
-Spec: ``oracle:batch=B`` (``batch=0`` or bare ``oracle``: the run's initial global batch).
+Spec: ``oracle:batch=B`` (``batch=0`` or bare ``oracle``: the run's initial global batch);
+``oracle:batch=B,then=B2,at=E`` is the two-phase member of the bound's family: B until the window
+that starts at or after epoch E, then B2, each at the learning rate the batch-scaling rule gives it
+(:mod:`dynamix.train.optim`), as a schedule of large batches late in training would use.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from dynamix.policies.base import (
 @dataclass(frozen=True)
 class OracleOptions:
     batch: int = setting(0, rng(0, None))  # global batch B; 0: sum of the initial batch sizes
+    then: int = setting(0, rng(0, None))  # two-phase: the global batch from epoch ``at`` on; 0: B throughout
+    at: float = setting(0.0, rng(0.0, None))  # two-phase: the epoch of the switch to ``then``
 
 
 def minimax_split(total: int, table: np.ndarray, lo: int) -> tuple[int, ...]:
@@ -130,12 +135,15 @@ class OraclePolicy(BatchSizePolicy):
             raise RuntimeError(f"{self.name} needs the simulator's foresight (it runs only in the simulator)")
         lo = ctx.bounds.min
         self.caps = np.maximum(np.minimum(ctx.bounds.max, self.view.max_batch), lo)
-        requested = self.options.batch or sum(ctx.initial_batch_sizes)
-        self.global_batch = int(min(max(requested, ctx.n_workers * lo), self.caps.sum()))
+        self.global_batch = self._held(self.options.batch or sum(ctx.initial_batch_sizes))
         self.sizes = np.arange(lo, int(self.caps.max()) + 1)[:, None]  # the rows of every time table
 
+    def _held(self, requested: int) -> int:
+        """``requested`` within what the workers can hold: [n x batch.min, sum of their caps]."""
+        return int(min(max(requested, self.ctx.n_workers * self.ctx.bounds.min), self.caps.sum()))
+
     def unmet_request(self, n_workers: int, bounds: Bounds) -> str | None:
-        return unheld_global_batch(self.name, self.options.batch, n_workers, bounds)
+        return unheld_global_batch(self.name, max(self.options.batch, self.options.then), n_workers, bounds)
 
     def _table(self, speeds: np.ndarray) -> np.ndarray:
         table = np.asarray(self.view.compute_ms(self.sizes, speeds), dtype=np.float64)  # (sizes, workers)
@@ -161,6 +169,8 @@ class OraclePolicy(BatchSizePolicy):
         return Decision(self.plan(tuple(ctx.bounds.clamp(b) for b in ctx.initial_batch_sizes)))
 
     def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
+        if self.options.then and glob.epoch >= self.options.at:
+            self.global_batch = self._held(self.options.then)
         return Decision(self.plan(tuple(int(w.batch_size) for w in workers)))
 
 
