@@ -148,3 +148,21 @@ def test_compressed_communication_moves_fewer_bytes_pays_two_latencies_and_the_c
     for bad in ({"wire_fraction": 0.0}, {"codec_ms": -1.0}, {"collectives": 0}):
         with pytest.raises(ValueError, match="out of range"):
             dataclasses.replace(dense, **bad)
+
+
+def test_a_window_of_arbitration_is_reported_beside_the_windows_iterations():
+    import pandas as pd
+
+    from dynamix.experiments.scalability import arbitration
+
+    cost = CostModel(a_ms=1.0, c_ms_per_sample=0.1, gradient_bytes=1000, arbitration_ms=2.0,
+                     arbitration_ms_per_worker=0.5)  # A(4) = 4 ms, A(32) = 18 ms
+    assert CostModel(1.0, 0.1, 1000).arbitration_window_ms(1024) == 0.0  # not modelled by default
+    # 4 workers: 2 windows of 100 ms of iterations; 32 workers: 3 windows (the last short) of 50 ms
+    per_run = pd.DataFrame({"n_workers": [4, 4, 32], "iterations": [20, 20, 21],
+                            "total_time_s": [2 * 0.104, 2 * 0.104, 3 * 0.068]})
+    got = arbitration(per_run, cost, k=10)
+    assert got[4] == {"arbitration_ms": 4.0, "iterations_ms": 100.0, "arbitration_share": round(4 / 104, 4)}
+    assert got[32] == {"arbitration_ms": 18.0, "iterations_ms": 50.0, "arbitration_share": round(18 / 68, 4)}
+    with pytest.raises(ValueError, match="out of range"):
+        dataclasses.replace(cost, arbitration_ms_per_worker=-0.1)
