@@ -2,7 +2,9 @@
 
 A head (no CPUs: every task runs on a worker node) and worker nodes, each one ``ray start --block``
 process in a session of its own, bound to :data:`~dynamix.evaluation.executor.LOOPBACK` with the
-dashboard off, a small object store and usage reporting off. :meth:`LocalRayCluster.kill_node` ends a
+dashboard off, a small object store, usage reporting off and a token of its own (Ray 2.60 turns token
+authentication on for a head when ``~/.ray/auth_token`` exists: the cluster must not depend on that
+file). While the cluster is up, this process's environment carries the token, as a driver's must. :meth:`LocalRayCluster.kill_node` ends a
 worker node as a power cut would (SIGKILL to its whole process group); :meth:`LocalRayCluster.stop`
 ends them all alike.
 """
@@ -10,6 +12,7 @@ ends them all alike.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -22,6 +25,8 @@ from pathlib import Path
 from dynamix.evaluation.executor import LOOPBACK
 
 RAY = str(Path(sys.executable).parent / "ray")
+TOKEN = secrets.token_hex(32)
+"""One token for every cluster of this process: Ray's driver keeps the first token it reads."""
 COMMON = [f"--node-ip-address={LOOPBACK}", "--object-store-memory=100000000", "--disable-usage-stats", "--block"]
 
 
@@ -40,7 +45,9 @@ class LocalRayCluster:
         self.port = free_port()
         self.address = f"{LOOPBACK}:{self.port}"
         self.temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths live under it
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
+        self.saved = {k: os.environ.get(k) for k in self.auth}
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **self.auth}
         self.head: subprocess.Popen | None = None
         self.nodes: list[subprocess.Popen] = []
         self.log = open(Path(self.temp) / "ray-start.log", "wb")  # what ray start said, for a failed start
@@ -52,6 +59,7 @@ class LocalRayCluster:
                                 stdout=self.log, stderr=subprocess.STDOUT)
 
     def __enter__(self) -> "LocalRayCluster":
+        self._use_auth(self.auth)
         self.head = self._start(["--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false",
                                  f"--ray-client-server-port={free_port()}", f"--temp-dir={self.temp}"])
         deadline = time.monotonic() + self.timeout_s
@@ -64,7 +72,13 @@ class LocalRayCluster:
                     self.stop()
                     raise RuntimeError(f"the Ray head did not start at {self.address}")
                 time.sleep(0.2)
-        self.nodes = [self._start([f"--address={self.address}", f"--num-cpus={n}"]) for n in self.worker_cpus]
+        for n in self.worker_cpus:  # one at a time: nodes joining at once on one machine sometimes lose one
+            self.nodes.append(self._start([f"--address={self.address}", f"--num-cpus={n}"]))
+            while Path(self.log.name).read_bytes().count(b"Ray runtime started.") < 1 + len(self.nodes):
+                if time.monotonic() > deadline or self.nodes[-1].poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"a Ray worker node did not join {self.address}")
+                time.sleep(0.2)
         return self
 
     def wait_for_cpus(self, cpus: float) -> None:
@@ -93,6 +107,21 @@ class LocalRayCluster:
                 p.wait()
         self.log.close()
         shutil.rmtree(self.temp, ignore_errors=True)
+        self._use_auth(self.saved)
+
+    @staticmethod
+    def _use_auth(values: dict) -> None:
+        """Set (None: unset) the token variables in this process, and make an imported Ray read them
+        again: it caches its settings at import (ray._private.authentication does the same refresh)."""
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if "ray" in sys.modules:
+            from ray._raylet import Config
+
+            Config.initialize("")
 
     def __exit__(self, *exc) -> None:
         import ray
