@@ -22,7 +22,6 @@ import functools
 import hashlib
 import logging
 import os
-import secrets
 import socket
 import tempfile
 from pathlib import Path
@@ -75,8 +74,6 @@ def connect(settings: ExecutorConfig, cpus: int) -> None:
     if address and address != "auto":
         check_reachable(address, "executor.address" if settings.address else "$RAY_ADDRESS")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray reports nothing anywhere unless the user opts in
-    if not address and "RAY_AUTH_MODE" not in os.environ:  # a Ray of our own: a token of its own, no ~/.ray file
-        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     where = {"address": address} if address else {
         "address": "local", "num_cpus": cpus, "_node_ip_address": LOOPBACK, "include_dashboard": settings.dashboard}
     try:
