@@ -850,7 +850,6 @@ def parse_override(text: str) -> dict:
     value = parse_yaml(raw, f"override {brief(text)}")
     out: dict = {}
     cur = out
-    parts = key.strip().split(".")
     for p in parts[:-1]:
         cur = cur.setdefault(p, {})
     cur[parts[-1]] = value
