@@ -337,6 +337,8 @@ class InferenceExperiment:
     tune_clusters: tuple[str, ...] = setting(("clusters/validation/val-mixed-5.yaml", "clusters/validation/val-ps-4.yaml",
                                               "clusters/validation/val-straggler-6.yaml"))
     tune_batches: tuple[int, ...] = setting((32, 64, 128, 256), rng(1, 65536))
+    # ``lbbsp:tuned-global``: the same sweep over global batches, one for every cluster whatever its workers
+    tune_global_batches: tuple[int, ...] = setting((256, 384, 512, 640, 768), rng(1, 1 << 20))
     tune_seeds: int = setting(1, rng(1, 1000))
     # The oracle bound (docs/protocol.md): per held-out cluster, ``oracle:batch=m x workers`` for every m
     # here over ``oracle_seeds`` seeds, the fastest to the comparison's target in hindsight then run on
@@ -674,7 +676,8 @@ class ExecutorConfig:
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker"},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
-                                           "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": ()}}
+                                           "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),
+                                                                             "tune_global_batches": (256, 384, 512, 640, 768)}}
 """Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
 behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes."""
 

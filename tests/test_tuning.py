@@ -56,3 +56,18 @@ def test_global_batch_scales_with_the_clusters_workers():
 def test_an_empty_sweep_is_refused_before_any_run():
     with pytest.raises(ValueError, match="at least one validation cluster"):
         tuning.sweep([], [32, 64], [0])
+
+
+def test_the_global_rule_holds_one_batch_whatever_the_workers():
+    assert tuning.lbbsp_spec(512, 6, "global_batch") == "lbbsp:batch=512"
+    assert tuning.lbbsp_spec(512, 8, "global_batch") == tuning.lbbsp_spec(512, 4, "global_batch")
+    with pytest.raises(ValueError, match="key = 'total'"):
+        tuning.lbbsp_spec(512, 4, "total")
+
+
+def test_the_global_sweep_is_scored_by_its_global_batches():
+    # 4 and 8 workers: 128 per worker is 512 and 1,024 samples; the global sweep compares 512 with 1,024
+    t = pd.DataFrame([{"cluster": c, "global_batch": b, "seed": 0, "time_to_target_censored_s": v}
+                      for c, b, v in [("n4", 512, 10.0), ("n4", 1024, 12.0), ("n8", 512, 10.0), ("n8", 1024, 30.0)]])
+    assert list(tuning.scores(t, "global_batch").index) == [512, 1024]
+    assert tuning.choose(t, "global_batch") == 512

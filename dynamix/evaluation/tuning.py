@@ -3,8 +3,13 @@
 LB-BSP (:mod:`dynamix.policies.lbbsp`) keeps a global batch B and splits it by each worker's fitted
 speed; B is its one knob. A practitioner who adopts it picks B by a small sweep on clusters like the
 ones they will run on, and the agent should be judged against that tuned rule, not only against a
-default B. The sweep is over the *mean per-worker* batch m (B = m x N), so one choice carries over
-between clusters of different sizes (the validation clusters have 4 to 6 workers).
+default B. Two sweeps, two rules (``key``):
+
+- ``per_worker_batch`` (``lbbsp:tuned``): over the *mean per-worker* batch m, B = m x N on a cluster of
+  N workers, so the choice grows with the cluster (128 per worker is 1,024 samples on 8 workers);
+- ``global_batch`` (``lbbsp:tuned-global``): over B itself, the same on every cluster. The best global
+  batch depends on the learning rate, the schedule and the per-worker batch norm far more than on N,
+  so at 4-8 workers this is the stronger rule in the converged regime.
 
 Score of a candidate m, from the runs of every candidate on every validation cluster under the
 evaluation protocol (:mod:`dynamix.evaluation`: same time budget per cluster, target = the fraction
@@ -31,39 +36,46 @@ from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import censored_time, set_targets
 
+KEYS = ("per_worker_batch", "global_batch")
+"""What a sweep's candidates are (module docstring)."""
 TABLE_COLUMNS = ["cluster", "n_workers", "per_worker_batch", "policy", "seed", "final_accuracy", "total_time_s",
                  "target_accuracy", "time_to_target_s", "time_to_target_censored_s"]
 
 
-def lbbsp_spec(per_worker_batch: int, n_workers: int) -> str:
-    """LB-BSP holding a global batch of ``per_worker_batch`` x ``n_workers``."""
-    return f"lbbsp:batch={int(per_worker_batch) * int(n_workers)}"
+def lbbsp_spec(candidate: int, n_workers: int, key: str = "per_worker_batch") -> str:
+    """LB-BSP holding a global batch of ``candidate`` x ``n_workers`` (``key`` per_worker_batch) or of
+    ``candidate`` itself (``global_batch``)."""
+    if key not in KEYS:
+        raise ValueError(f"key = {key!r} is not allowed: must be one of {', '.join(map(repr, KEYS))}")
+    return f"lbbsp:batch={int(candidate) * (int(n_workers) if key == 'per_worker_batch' else 1)}"
 
 
-def sweep(groups: Sequence[tuple[ClusterSpec, Config]], per_worker: Sequence[int], seeds: Sequence[int],
-          jobs: int = 1, cache: Path | None = None, progress: bool = True) -> pd.DataFrame:
-    """Every candidate ``m`` of ``per_worker`` on every (validation cluster, budgeted run config) of
-    ``groups`` over ``seeds``: one row per run, :data:`TABLE_COLUMNS`."""
-    if not groups or not per_worker or not seeds:
+def sweep(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Sequence[int], seeds: Sequence[int],
+          jobs: int = 1, cache: Path | None = None, progress: bool = True,
+          key: str = "per_worker_batch") -> pd.DataFrame:
+    """Every candidate of ``candidates`` (per-worker or global batches, ``key``) on every (validation
+    cluster, budgeted run config) of ``groups`` over ``seeds``: one row per run, :data:`TABLE_COLUMNS`
+    with ``key`` in place of ``per_worker_batch``."""
+    if not groups or not candidates or not seeds:
         raise ValueError("the LB-BSP sweep needs at least one validation cluster, one batch size and one seed")
-    tasks = [SimTask(spec, run_cfg, lbbsp_spec(m, spec.n_workers), seed, (("per_worker_batch", int(m)),))
-             for spec, run_cfg in groups for m in per_worker for seed in seeds]
-    runs = run_simulations(tasks, jobs, desc="LB-BSP sweep", cache=cache, progress=progress)
+    tasks = [SimTask(spec, run_cfg, lbbsp_spec(m, spec.n_workers, key), seed, ((key, int(m)),))
+             for spec, run_cfg in groups for m in candidates for seed in seeds]
+    runs = run_simulations(tasks, jobs, desc=f"LB-BSP sweep ({key})", cache=cache, progress=progress)
     fraction, fixed = groups[0][1].rl.target_fraction, groups[0][1].rl.target_accuracy
-    table = set_targets(run_summary(runs, ["cluster", "policy", "per_worker_batch"]), runs, fraction, fixed)
+    table = set_targets(run_summary(runs, ["cluster", "policy", key]), runs, fraction, fixed)
     table["n_workers"] = table["cluster"].map({spec.name: spec.n_workers for spec, _ in groups})
     table["time_to_target_censored_s"] = censored_time(table)
-    return table[TABLE_COLUMNS]
+    return table[[key if c == "per_worker_batch" else c for c in TABLE_COLUMNS]]
 
 
-def scores(table: pd.DataFrame) -> pd.Series:
-    """score(m) of the module docstring, indexed by ``per_worker_batch`` in the sweep's order."""
-    mean = table.groupby(["cluster", "per_worker_batch"], sort=False)["time_to_target_censored_s"].mean().unstack()
+def scores(table: pd.DataFrame, key: str = "per_worker_batch") -> pd.Series:
+    """score(m) of the module docstring, indexed by the candidates (``key``) in the sweep's order."""
+    mean = table.groupby(["cluster", key], sort=False)["time_to_target_censored_s"].mean().unstack()
     relative = mean.div(mean.min(axis=1), axis=0)
-    order = list(dict.fromkeys(table["per_worker_batch"]))
+    order = list(dict.fromkeys(table[key]))
     return np.exp(np.log(relative).mean(axis=0)).reindex(order).rename("score")
 
 
-def choose(table: pd.DataFrame) -> int:
-    """The tuned per-worker batch: the lowest :func:`scores` (the first listed on a tie)."""
-    return int(scores(table).idxmin())
+def choose(table: pd.DataFrame, key: str = "per_worker_batch") -> int:
+    """The tuned batch (per worker or global, ``key``): the lowest :func:`scores` (the first listed on a tie)."""
+    return int(scores(table, key).idxmin())

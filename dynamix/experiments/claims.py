@@ -32,7 +32,7 @@ from dynamix.evaluation.oracle import ORACLE
 from dynamix.evaluation.sim2real import ratios as sim2real_ratios
 from dynamix.evaluation.targets import censored_time, missed
 from dynamix.experiments.manifest import write_manifest
-from dynamix.experiments.shared import TUNED_LBBSP
+from dynamix.experiments.shared import TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 
 log = logging.getLogger(__name__)
 
@@ -257,10 +257,10 @@ def teacher_spec(cfg: Config) -> str:
 
 
 def ours_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
-    """DYNAMIX against LB-BSP, its teacher rule, the tuned LB-BSP and GNS, pooled over every cell (the
+    """DYNAMIX against LB-BSP, its teacher rule, the tuned LB-BSPs (per worker, global) and GNS, pooled over every cell (the
     per-seed mean of the cells' log ratios, :func:`dynamix.evaluation.stats.pooled_interval`)."""
     rows = []
-    for ref in dict.fromkeys(("lbbsp", teacher_spec(cfg), TUNED_LBBSP, "gns")):
+    for ref in dict.fromkeys(("lbbsp", teacher_spec(cfg), TUNED_LBBSP, TUNED_GLOBAL_LBBSP, "gns")):
         cells = ratio_cells(inference, ["cluster", "optimizer"], "dynamix", ref)
         if not cells:
             continue

@@ -5,14 +5,15 @@ SGD at ``optim.lr``, Adam at ``adam_lr``) and seed, every policy in ``policies``
 experiments' workload on the simulator; ``dynamix`` is the policy_training stage's agent. ``policies``
 holds the whole static sweep of the baselines (the claims compare with its median,
 :func:`check_static_sweep`) and the agent's teacher rule ``lbbsp:batch=512``. ``lbbsp:tuned`` is LB-BSP
-at the per-worker batch a sweep on the validation clusters ``tune_clusters`` finds fastest
+at the per-worker batch (``tune_batches``), ``lbbsp:tuned-global`` at the global batch
+(``tune_global_batches``), that a sweep on the validation clusters ``tune_clusters`` finds fastest
 (:mod:`dynamix.evaluation.tuning`); held-out clusters play no part in any choice. Budgets, targets,
 censoring and intervals: ``docs/protocol.md``. Then one end-to-end run of the real engine through the
 gRPC arbitrator (``engine_iters`` iterations on ``engine_cluster``).
 
 Outputs: ``runs.csv`` (the oracle's runs among them), ``summary.csv`` (per cluster, optimizer, policy, seed),
 ``levels.csv`` (``summary.csv`` at every target level, :func:`~dynamix.evaluation.targets.at_levels`), ``clusters.csv``
-(:func:`cluster_table`), ``summary.json``, ``tuning.csv`` (the sweep's runs), ``oracle.csv`` (the oracle's hindsight grid, :func:`with_oracle`), ``engine/``,
+(:func:`cluster_table`), ``summary.json``, ``tuning.csv`` and ``tuning_global.csv`` (the sweeps' runs), ``oracle.csv`` (the oracle's hindsight grid, :func:`with_oracle`), ``engine/``,
 ``manifest.json``.
 """
 
@@ -99,21 +100,29 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
     return pd.concat([per_run, oracle], ignore_index=True), found.grid.assign(optimizer=opt), runs
 
 
-def tune_lbbsp(cfg: Config, out: Path) -> tuple[dict[str, pd.Series], pd.DataFrame]:
-    """Per optimiser, the scores of ``lbbsp:tuned``'s candidates (:mod:`dynamix.evaluation.tuning`; the
+def tune_lbbsp(cfg: Config, out: Path, key: str) -> tuple[dict[str, pd.Series], pd.DataFrame]:
+    """Per optimiser, the scores of a tuned LB-BSP's candidates (:mod:`dynamix.evaluation.tuning`; the
     lowest is the choice) on the validation clusters ``experiments.inference.tune_clusters``, and the
-    sweep's runs."""
+    sweep's runs. ``key``: per-worker candidates ``tune_batches`` or global ones ``tune_global_batches``."""
     e = cfg.experiments.inference
     specs = [cluster.load(c) for c in e.tune_clusters]
+    candidates = e.tune_batches if key == "per_worker_batch" else e.tune_global_batches
     scores, tables = {}, []
     for opt in e.optimizers:
         run_cfgs = shared.budgeted(cfg, [(spec, workload(cfg, opt)) for spec in specs], out)
-        table = tuning.sweep(list(zip(specs, run_cfgs)), e.tune_batches, shared.seeds(cfg)[: e.tune_seeds],
-                             cfg.experiments.jobs, cache=shared.run_cache(out))  # fmt: skip
-        scores[opt] = tuning.scores(table)
+        table = tuning.sweep(list(zip(specs, run_cfgs)), candidates, shared.seeds(cfg)[: e.tune_seeds],
+                             cfg.experiments.jobs, cache=shared.run_cache(out), key=key)  # fmt: skip
+        scores[opt] = tuning.scores(table, key)
         tables.append(table.assign(optimizer=opt))
-        log.info("lbbsp:tuned (%s): %d per worker; scores %s", opt, scores[opt].idxmin(), scores[opt].round(3).to_dict())
+        log.info("LB-BSP tuned by %s (%s): %d; scores %s", key, opt, scores[opt].idxmin(), scores[opt].round(3).to_dict())
     return scores, pd.concat(tables, ignore_index=True)
+
+
+def tuned_rules(cfg: Config, out: Path) -> dict[str, tuple[dict[str, pd.Series], pd.DataFrame]]:
+    """The tuned rules listed in ``policies`` (:data:`~dynamix.experiments.shared.TUNED`): each one's
+    scores per optimiser and its sweep, keyed by the policy's name."""
+    return {name: tune_lbbsp(cfg, out, key) for name, key in shared.TUNED.items()
+            if name in cfg.experiments.inference.policies}
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:
@@ -121,15 +130,16 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     e = cfg.experiments.inference
     check_static_sweep(cfg)
     pdir = shared.policy_dir(out)
-    scores, sweep = tune_lbbsp(cfg, out) if shared.TUNED_LBBSP in e.policies else ({}, pd.DataFrame())
-    tuned = {opt: int(s.idxmin()) for opt, s in scores.items()}  # tuning.choose, on the scores at hand
+    rules = tuned_rules(cfg, out)
+    # tuning.choose, on the scores at hand: per rule and optimiser, the candidate with the lowest score
+    tuned = {name: {opt: int(s.idxmin()) for opt, s in scores.items()} for name, (scores, _) in rules.items()}
     specs = [cluster.load(c) for c in e.clusters]
     groups = [(spec, workload(cfg, opt), opt) for spec in specs for opt in e.optimizers]
     run_cfgs = shared.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups], out)
 
     def policy_spec(p: str, spec: cluster.ClusterSpec, opt: str) -> str:
-        if p == shared.TUNED_LBBSP:
-            return tuning.lbbsp_spec(tuned[opt], spec.n_workers)
+        if p in shared.TUNED:
+            return tuning.lbbsp_spec(tuned[p][opt], spec.n_workers, shared.TUNED[p])
         return shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name)
 
     # One held-out cluster and workload after another, its oracle right after its policies (the
@@ -137,7 +147,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     parts, all_runs, grids, n_runs = [], [], [], 0
     for (spec, _, opt), run_cfg in zip(groups, run_cfgs):
         tasks = [SimTask(spec, run_cfg, policy_spec(p, spec, opt), seed, (("optimizer", opt),),
-                         label=p if p == shared.TUNED_LBBSP else "")
+                         label=p if p in shared.TUNED else "")
                  for p in e.policies for seed in shared.seeds(cfg)]  # fmt: skip
         n_runs += len(tasks)
         runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"inference {spec.name}",
@@ -156,7 +166,10 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     io.write_csv(at_levels(per_run, runs, cfg.experiments.target_levels, cfg.rl.target_fraction), out / "levels.csv")
     io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
     io.write_csv(grids, out / "oracle.csv")
-    io.write_csv(sweep.reindex(columns=[*tuning.TABLE_COLUMNS, "optimizer"]), out / "tuning.csv")
+    for name, file in ((shared.TUNED_LBBSP, "tuning.csv"), (shared.TUNED_GLOBAL_LBBSP, "tuning_global.csv")):
+        columns = [shared.TUNED[name] if c == "per_worker_batch" else c for c in tuning.TABLE_COLUMNS]
+        sweep = rules[name][1] if name in rules else pd.DataFrame()
+        io.write_csv(sweep.reindex(columns=[*columns, "optimizer"]), out / file)
     agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg.experiments.ci)
     adaptive = [p for p in dict.fromkeys(per_run["policy"]) if p != "dynamix" and not p.startswith("static")]
     ratios = pd.concat(
@@ -165,12 +178,12 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     ) if "dynamix" in set(per_run["policy"]) else pd.DataFrame()  # fmt: skip
     summary = {
         "policies": list(dict.fromkeys(per_run["policy"])),
-        "tuned": {opt: {
-            "per_worker_batch": m,
-            "scores": {str(k): float(v) for k, v in scores[opt].items()},
-            "validation_clusters": list(dict.fromkeys(sweep["cluster"])),
-            "held_out": {spec.name: tuning.lbbsp_spec(m, spec.n_workers) for spec in specs},
-        } for opt, m in tuned.items()},
+        **{("tuned" if name == shared.TUNED_LBBSP else "tuned_global"): {opt: {
+            shared.TUNED[name]: m,
+            "scores": {str(k): float(v) for k, v in rules[name][0][opt].items()},
+            "validation_clusters": list(dict.fromkeys(rules[name][1]["cluster"])),
+            "held_out": {spec.name: tuning.lbbsp_spec(m, spec.n_workers, shared.TUNED[name]) for spec in specs},
+        } for opt, m in chosen.items()} for name, chosen in tuned.items()},
         "n_runs": n_runs,
         "by_policy": agg.to_dict(orient="records"),
         "dynamix_vs_baselines": ratios.to_dict(orient="records"),

@@ -78,16 +78,20 @@ def policy_dir(out_dir: str | Path) -> Path:
 TUNED_LBBSP = "lbbsp:tuned"
 """LB-BSP at the per-worker batch a sweep on validation clusters finds fastest: the inference stage
 tunes it (``experiments.inference.tune_*``, :mod:`dynamix.evaluation.tuning`); no other stage has it."""
+TUNED_GLOBAL_LBBSP = "lbbsp:tuned-global"
+"""LB-BSP at the global batch (``tune_global_batches``) the same sweep finds fastest; inference stage only."""
+TUNED = {TUNED_LBBSP: "per_worker_batch", TUNED_GLOBAL_LBBSP: "global_batch"}
+"""The tuned rules and what each sweep's candidates are (:data:`dynamix.evaluation.tuning.KEYS`)."""
 
 
 def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:
     """A policy name of the experiments -> its policy spec: ``dynamix`` (the trained policy of the
-    policy_training stage) -> ``dynamix:<dir>/<name>.zip``; any other spec unchanged. ``lbbsp:tuned``
-    is refused here: only the inference stage, which runs its sweep, can resolve it."""
+    policy_training stage) -> ``dynamix:<dir>/<name>.zip``; any other spec unchanged. The tuned rules
+    (:data:`TUNED`) are refused here: only the inference stage, which runs their sweep, can resolve them."""
     if spec == "dynamix":
         return f"dynamix:{Path(policy_dir) / (name + '.zip')}"
-    if spec == TUNED_LBBSP:
-        raise ConfigError(f"policy {TUNED_LBBSP!r} is tuned by the inference stage only: "
+    if spec in TUNED:
+        raise ConfigError(f"policy {spec!r} is tuned by the inference stage only: "
                           "list it in experiments.inference.policies, not elsewhere")
     return spec
 
