@@ -523,7 +523,7 @@ RECIPES: dict[str, dict[str, Any]] = {
               "timesteps": 3072},
 }
 """What ``rl.recipe`` sets: every knob below left at its "from the recipe" value (``""``, or 0 for
-``timesteps``) takes the recipe's; a knob set explicitly (``--set rl.time_signal=busy``) wins over it."""
+``timesteps``) takes the recipe's; a knob set explicitly (``--set rl.time_signal=iteration``) wins over it."""
 
 
 def recipe_overrides(name: str) -> dict[str, Any]:
@@ -590,12 +590,11 @@ class RLConfig:
     fixed_ms: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1e5))  # per-worker fixed ms per iteration, uniform
     overlap: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1.0))  # ring communication hidden behind backward
     # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
-    # pays (shared); "busy" = the worker's own compute + communication, without the barrier wait;
-    # "marginal" = the straggler's excess over the second slowest (difference reward); "imbalance" =
-    # that excess plus the worker's own wait, as a fraction of the iteration (0 when balanced).
-    # imbalance is the default: with busy PPO learned only to cut every batch to the minimum.
+    # pays (shared, the paper's); "imbalance" = the straggler's excess over the second slowest plus the
+    # worker's own wait, as a fraction of the iteration (0 when balanced). imbalance is the default: with
+    # the worker's own busy time PPO learned only to cut every batch to the minimum (docs/rl.md).
     # "": the recipe's (dynamix: imbalance; paper: iteration).
-    time_signal: str = setting("", one_of("", "iteration", "busy", "marginal", "imbalance"))
+    time_signal: str = setting("", one_of("", "iteration", "imbalance"))
     # How an episode is budgeted and its windows summed (dynamix.rl.reward, dynamix.rl.env).
     # "time": the episode ends after a fixed virtual time (the initial-batch run's time for
     # episode_epochs, measured on the first window) and every window's reward is weighted by its
@@ -634,16 +633,9 @@ class RLConfig:
     warm_start_timesteps: int = setting(1024, rng(1, None))
     warm_start_epochs: int = setting(100, rng(1, 1000))
     warm_start_lr: float = setting(1e-3, rng(1e-7, 1.0))  # Adam step size of the imitation fit
-    # The teacher also grows: above this share of the iteration spent communicating it aims at twice
-    # LB-BSP's batch (a fixed per-iteration communication cost is amortised over more samples); 1 = never.
-    warm_start_grow: float = setting(1.0, rng(0.0, 1.0))
     # The teacher splits a global batch of warm_start_batch samples by speed, as lbbsp:batch=m does;
     # 0 = LB-BSP at the current global batch. 512 was selected on a sampled validation set (docs/rl.md).
     warm_start_batch: int = setting(512, rng(0, 65536))
-    # Worker counts the teacher's episodes are drawn at (split evenly); empty = rl.workers only. PPO's
-    # VecEnv has one slot per worker, so PPO trains at rl.workers alone; the imitation has no such limit,
-    # and the teacher's split of a fixed global batch depends on N (dynamix/rl/warmstart.py).
-    warm_start_workers: tuple[int, ...] = setting((), rng(1, 256))
 
     def __post_init__(self) -> None:
         chosen = RECIPES.get(self.recipe)
@@ -681,9 +673,13 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "w
 """Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
 behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes."""
 
-HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64}}
-"""Settings removed after configs were hashed, hashed at their last value so earlier hashes hold
-(``arbitrator.max_threads``: the asyncio arbitrator holds no thread per waiting worker)."""
+HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64},
+                                           "rl": {"warm_start_grow": 1.0, "warm_start_workers": ()}}
+"""Settings removed after configs were hashed, hashed at their last value so earlier hashes hold, and
+accepted at that value alone when a stored config is built again (:func:`build`), so the configs that
+policy artifacts and run folders carry still build (``arbitrator.max_threads``: the asyncio arbitrator
+holds no thread per waiting worker; ``rl.warm_start_grow`` and ``rl.warm_start_workers``: teacher
+variants the ablations dropped, docs/rl.md)."""
 
 UNHASHED = ("executor",)
 """Sections that say where runs execute, not what they compute: left out of :meth:`Config.hash` and of a
@@ -808,11 +804,34 @@ def _coerce(name: str, value: Any, typ: Any) -> Any:
     raise TypeError(f"unsupported config type {typ!r} for {name}")
 
 
+def _same(value: Any, last: Any) -> bool:
+    """``value``, as YAML or JSON reads it, is ``last``: a list as a tuple, 1 as 1.0, but true not as 1."""
+    if isinstance(last, tuple):
+        return isinstance(value, (list, tuple)) and len(value) == len(last) and all(map(_same, value, last))
+    return isinstance(value, bool) == isinstance(last, bool) and value == last
+
+
+def _without_removed(cls: type, data: Mapping[str, Any], prefix: str) -> Mapping[str, Any]:
+    """``data`` less the settings :data:`HASH_REMOVED` lists for section ``prefix`` of :class:`Config`.
+    At its last value a removed setting asks for what the code still does, so it is dropped (a stored
+    config still builds); at any other value it asks for behaviour that no longer exists: ConfigError."""
+    removed = HASH_REMOVED.get(prefix, {})
+    if not removed or typing.get_type_hints(Config).get(prefix) is not cls:
+        return data
+    for key in sorted(removed.keys() & data.keys()):
+        if not _same(data[key], removed[key]):
+            raise ConfigError(f"{prefix}.{key} = {brief(data[key])} is not allowed: the setting was removed "
+                              f"(a stored config may hold only its last value, {json.dumps(removed[key])})")
+    return {k: v for k, v in data.items() if k not in removed}
+
+
 def build(cls: type, data: Mapping[str, Any] | None, prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from ``data``: unknown keys, bad types and ranges raise ConfigError."""
+    """Build dataclass ``cls`` from ``data``: unknown keys, bad types and ranges raise ConfigError
+    (removed settings: :func:`_without_removed`)."""
     data = {} if data is None else data
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'} must be a mapping, got {brief(data)}")
+    data = _without_removed(cls, data, prefix)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))

@@ -71,6 +71,35 @@ def test_bad_values_name_field_and_range(override, message):
         config.load(overrides=[override])
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("rl.time_signal=busy", "rl.time_signal = 'busy' is not allowed: must be one of '', 'iteration', 'imbalance'"),
+        ("rl.time_signal=marginal",
+         "rl.time_signal = 'marginal' is not allowed: must be one of '', 'iteration', 'imbalance'"),
+        ("rl.warm_start_grow=0.5", "rl.warm_start_grow = 0.5 is not allowed: the setting was removed (a stored "
+                                   "config may hold only its last value, 1.0)"),
+        ("rl.warm_start_workers=[2, 3]", "rl.warm_start_workers = [2, 3] is not allowed: the setting was removed "
+                                         "(a stored config may hold only its last value, [])"),
+    ],
+)
+def test_the_dropped_agent_variants_are_refused_in_one_line(override, message):
+    """busy, marginal, warm_start_grow and warm_start_workers were dropped (docs/rl.md, ablation table)."""
+    with pytest.raises(config.ConfigError) as err:
+        config.load(overrides=[override])
+    assert str(err.value) == message
+
+
+def test_a_removed_setting_at_its_last_value_is_dropped_and_keeps_the_hash():
+    """What a stored config holds for a removed setting, as YAML or JSON writes it, asks for nothing
+    that changed: it builds, to the hash of the config without it."""
+    default = config.load()
+    kept = config.load(overrides=["rl.warm_start_grow=1", "rl.warm_start_workers=[]", "arbitrator.max_threads=64"])
+    assert kept == default and kept.hash() == default.hash()
+    with pytest.raises(config.ConfigError, match=r"^arbitrator\.max_threads = True is not allowed: the setting was"):
+        config.load(overrides=["arbitrator.max_threads=true"])
+
+
 def test_unknown_profile_lists_the_defined_ones():
     defined = ", ".join(sorted(config.read_params()["profiles"]))
     assert "default" in defined and "smoke" in defined

@@ -247,6 +247,27 @@ def test_a_state_v4_artifact_loads_and_decides_as_before():
         sizes = got
 
 
+# the cpu pipeline's policy, trained while rl.warm_start_grow and rl.warm_start_workers existed
+COMMITTED_CPU = Path(__file__).resolve().parents[1] / "results/profiles/cpu/policies/dynamix.zip"
+
+
+def test_a_committed_policy_trained_with_the_removed_teacher_settings_still_loads():
+    """It loads and decides; its stored config builds again, the removed settings dropped at their
+    last values, to the hash it was saved under; a removed setting at another value is refused."""
+    model, meta = load_policy(COMMITTED_CPU)
+    stored = meta["config"]
+    assert (stored["rl"]["warm_start_grow"], stored["rl"]["warm_start_workers"]) == (1.0, [])
+    assert config.build(config.Config, stored).hash() == meta["config_hash"]
+    assert config.build(config.RLConfig, meta["training"]["rl"], prefix="rl").warm_start == "lbbsp"
+    obs = np.zeros((3, OBS_DIM), dtype=np.float32)
+    assert model.predict(obs, deterministic=True)[0].shape == (3,)
+    changed = {**stored, "rl": {**stored["rl"], "warm_start_grow": 0.5}}
+    with pytest.raises(ConfigError) as err:
+        config.build(config.Config, changed)
+    assert str(err.value) == ("rl.warm_start_grow = 0.5 is not allowed: the setting was removed (a stored config "
+                              "may hold only its last value, 1.0)")
+
+
 # ---- the ablation rows -----------------------------------------------------------------------------------
 
 

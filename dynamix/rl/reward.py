@@ -14,13 +14,13 @@ The paper leaves T_iter's scale open; ``rl.time_signal`` picks it (:func:`scaled
 ``busy = iter_time_ms - wait_ms`` and ``T_ref_ms`` the mean iteration time of the episode's first
 window (so T_iter is dimensionless and transfers between fast and slow clusters):
 
-- ``iteration``: ``iter_time_ms / T_ref_ms``, the synchronous time every worker pays;
-- ``busy``: ``busy_i / T_ref_ms``, the worker's own compute and communication;
-- ``marginal``: ``max(0, busy_i - max_{j!=i} busy_j) / T_ref_ms``, a difference reward (Wolpert &
-  Tumer 2002): only the straggler pays, its excess over the second slowest;
+- ``iteration`` (the paper recipe's): ``iter_time_ms / T_ref_ms``, the synchronous time every worker pays;
 - ``imbalance`` (default; not in the paper): ``(max(0, busy_i - max_{j!=i} busy_j) + wait_ms_i) /
   iter_time_ms``: the straggler pays its excess, a waiting worker its idle time; 0 for every worker
   of a balanced cluster at any batch scale.
+
+The worker's own busy time and the straggler's excess alone (a difference reward) were tried and
+dropped: PPO learned to cut every batch to the minimum (docs/rl.md, ablation table).
 
 How windows sum into a return (``rl.return_shape``; the paper does not say): ``paper`` sums them over
 ``rl.episode_epochs`` epochs; ``time`` (default; not in the paper) ends the episode after a fixed
@@ -89,7 +89,7 @@ def target_parts(n_workers: int, window_s: float, ref_window_s: float, elapsed_s
     return RewardParts(acc=zero, gain=zero, time=np.full(n_workers, cost), size=zero, noise=zero)
 
 
-TIME_SIGNALS = ("iteration", "busy", "marginal", "imbalance")
+TIME_SIGNALS = ("iteration", "imbalance")
 
 
 def scaled_time(workers: Sequence[WorkerWindow], time_signal: str, t_ref_ms: float) -> np.ndarray:
@@ -101,12 +101,7 @@ def scaled_time(workers: Sequence[WorkerWindow], time_signal: str, t_ref_ms: flo
         return iter_ms / t_ref_ms
     wait = np.array([w.wait_ms for w in workers], dtype=np.float64)
     busy = iter_ms - wait
-    if time_signal == "busy":
-        return busy / t_ref_ms
-    others = _max_of_others(busy)
-    excess = np.maximum(0.0, busy - others)
-    if time_signal == "marginal":
-        return excess / t_ref_ms
+    excess = np.maximum(0.0, busy - _max_of_others(busy))
     return (excess + wait) / np.maximum(iter_ms, 1e-12)  # imbalance: a fraction of the iteration
 
 

@@ -167,25 +167,6 @@ def _saved(zip_path: Path, cfg: Config, init: str | None, timesteps: int) -> boo
     return meta.get("config_hash") == cfg.hash() and t.get("timesteps") == timesteps and t.get("init") == init
 
 
-def teacher_venvs(ep_cfg: Config, venv: WorkerVecEnv, cost: CostModel | None,
-                  seed: int) -> list[WorkerVecEnv]:
-    """Where the warm start's teacher plays: PPO's own ``venv``, or with ``rl.warm_start_workers`` one
-    VecEnv per listed worker count (PPO's reused where N matches), each seeded from ``seed`` and N."""
-    counts = ep_cfg.rl.warm_start_workers
-    if not counts:
-        return [venv]
-    out = []
-    for n in counts:
-        if n == venv.num_envs:
-            out.append(venv)
-            continue
-        other = dataclasses.replace(ep_cfg, rl=dataclasses.replace(ep_cfg.rl, workers=n))
-        v = WorkerVecEnv(DynamixEnv(other, data=venv.env.data, cost=cost))
-        v.seed(derive_seed(seed, "warm-start-workers", n) % 2**31)
-        out.append(v)
-    return out
-
-
 def after_ppo(warm: dict, model, data_path: Path) -> dict:
     """The warm start's record with the trained policy's agreement with its teacher on the teacher's
     states (``agreement_after_ppo``, ``move_agreement_after_ppo``), when those states were kept."""
@@ -296,8 +277,8 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         venv.seed(seed)
         model = make_algo(cfg.rl, venv, seed)
         if cfg.rl.warm_start != "none":
-            teachers = teacher_venvs(ep_cfg, venv, cost, seed)
-            ws_json.write_text(json.dumps(warm_start(model, teachers, cfg.rl, seed, progress, keep=ws_data)) + "\n")
+            record = warm_start(model, venv, cfg.rl, seed, progress, keep=ws_data)
+            ws_json.write_text(json.dumps(record) + "\n")
             env.episode = -1  # PPO's episodes count from 0, as progress.csv and a resume count them
         reset_timesteps = True
 

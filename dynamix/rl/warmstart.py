@@ -13,20 +13,16 @@ brings b_i closest to its target t_i (ties: the smallest step), then stands stil
 
 - default: t_i = b*_i, the split that equalises compute times at the current global batch B;
 - ``rl.warm_start_batch`` = m > 0: t_i = b*_i m / B, a global batch of m split by speed (as
-  ``lbbsp:batch=m`` does in one jump); it depends on the worker count N, which the state carries;
-- ``rl.warm_start_grow`` = f < 1: the target doubles wherever ``comm_frac`` > f. With compute
-  proportional to b and a fixed communication time taking a share c of the iteration, doubling b
-  multiplies samples per second by 2 / (2 - c) (1.33x at c = 0.5);
-- ``rl.warm_start_workers``: draw the teacher's episodes at several worker counts, an equal share
-  each (PPO's VecEnv has one slot per worker, so PPO itself trains at ``rl.workers`` only).
+  ``lbbsp:batch=m`` does in one jump); it depends on the worker count N, which the state carries.
 
 With ``rl.action: global`` (:mod:`dynamix.rl.actions`) the split is the environment's rule, so the
 teacher only sets the scale: it takes the factor that brings the global batch B (decoded from
 ``g_batch_log`` and ``g_workers``) closest to m in log2 (``rl.warm_start_batch``, or B itself when 0:
-stand still), the target doubled where the workers' mean ``comm_frac`` exceeds ``grow_above``
-(:func:`teacher_global_actions`).
+stand still) (:func:`teacher_global_actions`).
 
-The last two are options that were not adopted (docs/rl.md has their numbers).
+A teacher that doubled its target where communication dominates the iteration, and teacher episodes
+drawn at several worker counts, passed fewer validation clusters and were dropped (docs/rl.md,
+ablation table).
 
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until
 ``rl.warm_start_timesteps`` per-worker transitions are collected (same domain randomisation as PPO's
@@ -46,7 +42,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,23 +58,21 @@ from dynamix.rl.state import FEATURE_NAMES
 
 log = logging.getLogger(__name__)
 
-_B, _GAP, _COMM, _GB, _GN = (FEATURE_NAMES.index(f) for f in ("batch_log", "lb_gap", "comm_frac", "g_batch_log",
-                                                               "g_workers"))
+_B, _GAP, _GB, _GN = (FEATURE_NAMES.index(f) for f in ("batch_log", "lb_gap", "g_batch_log", "g_workers"))
 
 
-def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, grow_above: float = 1.0,
+def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds,
                     global_batch: int = 0) -> np.ndarray:
     """LB-BSP's step per worker: argmin_a |clamp(b_i + step_a) - t_i|, ties to the smallest |step|.
 
     ``obs`` is ``[N, OBS_DIM]`` (one row per worker of one cluster); b_i and b*_i are decoded from
     ``batch_log`` and ``lb_gap`` with the state spec's normalisation. The target t_i is b*_i, scaled
-    by ``global_batch`` / sum_i b_i when ``global_batch`` > 0, and doubled where the worker's
-    ``comm_frac`` exceeds ``grow_above`` (module docstring).
+    by ``global_batch`` / sum_i b_i when ``global_batch`` > 0 (module docstring).
     """
     lo, hi = math.log2(bounds.min), math.log2(bounds.max)
     b = np.exp2(lo + obs[:, _B].astype(np.float64) * (hi - lo))
     scale = global_batch / b.sum() if global_batch else 1.0
-    target = scale * b * np.exp2(obs[:, _GAP].astype(np.float64) + (obs[:, _COMM] > grow_above))
+    target = scale * b * np.exp2(obs[:, _GAP].astype(np.float64))
     step = np.asarray(steps, dtype=np.float64)
     cand = np.clip(b[:, None] + step[None, :], bounds.min, bounds.max)
     # distance first, then |step|: np.lexsort sorts by the last key first
@@ -88,18 +81,18 @@ def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds, gro
     return np.array([o[0] for o in order], dtype=np.int64)
 
 
-def teacher_global_actions(obs: np.ndarray, factors: tuple[float, ...], bounds: Bounds, grow_above: float = 1.0,
+def teacher_global_actions(obs: np.ndarray, factors: tuple[float, ...], bounds: Bounds,
                            global_batch: int = 0) -> np.ndarray:
     """The teacher of ``rl.action: global``: argmin_f |log2(clamp(f B) / m)|, ties to the smallest |log f|.
 
     ``obs`` is ``[1, D]``, the workers' mean row (:meth:`dynamix.rl.actions.ActionScheme.view`); N and
     B are decoded from ``g_workers`` (log2(N) / 5) and ``g_batch_log`` with the state's normalisation;
-    m = ``global_batch`` (0: B), doubled where the mean ``comm_frac`` exceeds ``grow_above``."""
+    m = ``global_batch`` (0: B)."""
     row = obs.reshape(-1, obs.shape[-1])[0].astype(np.float64)
     lo, hi = math.log2(bounds.min), math.log2(bounds.max)
     n = max(1, round(2.0 ** (5.0 * row[_GN])))
     big = n * 2.0 ** (lo + row[_GB] * (hi - lo))
-    target = (global_batch or big) * (2.0 if row[_COMM] > grow_above else 1.0)
+    target = global_batch or big
     g_lo, g_hi = bounds.global_range(n)
     f = np.asarray(factors, dtype=np.float64)
     cand = np.clip(np.round(f * big), g_lo, g_hi)
@@ -107,7 +100,7 @@ def teacher_global_actions(obs: np.ndarray, factors: tuple[float, ...], bounds: 
     return np.array([np.lexsort((np.abs(np.log(f)), dist))[0]], dtype=np.int64)
 
 
-def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: float = 1.0, global_batch: int = 0,
+def collect(venv: WorkerVecEnv, transitions: int, gamma: float, global_batch: int = 0,
             progress: bool = True) -> dict[str, np.ndarray]:
     """Roll the teacher for whole episodes until at least ``transitions`` per-worker transitions.
 
@@ -122,9 +115,9 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, grow_above: floa
     episodes = n = 0
     while True:
         if env.scheme.kind == "global":
-            act = teacher_global_actions(obs, env.scheme.choices, env.bounds, grow_above, global_batch)
+            act = teacher_global_actions(obs, env.scheme.choices, env.bounds, global_batch)
         else:
-            act = teacher_actions(obs, env.steps, env.bounds, grow_above, global_batch)
+            act = teacher_actions(obs, env.steps, env.bounds, global_batch)
         nxt, rew, dones, infos = venv.step(act)
         obs_l.append(obs)
         act_l.append(act)
@@ -192,25 +185,23 @@ def agreement(model: PPO, obs: np.ndarray, actions: np.ndarray, stay: int) -> di
             "move_agreement": float((greedy[moved] == act[moved]).float().mean()) if moved.any() else math.nan}
 
 
-def warm_start(model: PPO, venvs: Sequence[WorkerVecEnv], rl: RLConfig, seed: int,
+def warm_start(model: PPO, venv: WorkerVecEnv, rl: RLConfig, seed: int,
                progress: bool = True, keep: Path | None = None) -> dict[str, Any]:
-    """Collect teacher episodes in each of ``venvs`` (one per worker count, an equal share of
-    ``rl.warm_start_timesteps`` each) and fit ``model`` on all of them; returns what the artifact records.
-    ``keep``: where to save the teacher's states and actions (``.npz``), for :func:`agreement` after PPO."""
+    """Collect ``rl.warm_start_timesteps`` teacher transitions in ``venv`` (PPO's own training
+    environment) and fit ``model`` on them; returns what the artifact records. ``keep``: where to save
+    the teacher's states and actions (``.npz``), for :func:`agreement` after PPO."""
     if rl.warm_start != "lbbsp":
         raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
-    share = math.ceil(rl.warm_start_timesteps / len(venvs))
-    parts = [collect(v, share, rl.gamma, rl.warm_start_grow, rl.warm_start_batch, progress) for v in venvs]
-    data = {k: np.concatenate([p[k] for p in parts]) for k in ("obs", "actions", "returns")}
+    data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_batch, progress)
+    stay = venv.env.scheme.stay
     if keep is not None:
         with io.atomic_open(keep, "wb") as fh:
-            np.savez_compressed(fh, obs=data["obs"], actions=data["actions"], stay=venvs[0].env.scheme.stay)
-    stats = imitate(model, data, rl, seed, stay=venvs[0].env.scheme.stay)
-    out = {"teacher": "lbbsp", "grow_above": rl.warm_start_grow, "global_batch": rl.warm_start_batch,
-           "workers": [v.num_envs for v in venvs], "transitions": int(len(data["actions"])),
-           "episodes": int(sum(p["episodes"] for p in parts)), "epochs": rl.warm_start_epochs,
+            np.savez_compressed(fh, obs=data["obs"], actions=data["actions"], stay=stay)
+    stats = imitate(model, data, rl, seed, stay=stay)
+    out = {"teacher": "lbbsp", "global_batch": rl.warm_start_batch, "transitions": int(len(data["actions"])),
+           "episodes": int(data["episodes"]), "epochs": rl.warm_start_epochs,
            **{k: round(v, 4) for k, v in stats.items()},
            # the teacher's own episode returns, as progress.csv records PPO's: the reward curve's reference
-           "teacher_returns": [round(float(r), 4) for p in parts for r in p["episode_returns"]]}
+           "teacher_returns": [round(float(r), 4) for r in data["episode_returns"]]}
     log.info("warm start: %s", {k: v for k, v in out.items() if k != "teacher_returns"})
     return out
