@@ -900,7 +900,8 @@ def load(
 ) -> Config:
     """Load ``params.yaml``, apply ``profile`` (default: its ``profile`` key) and ``overrides``.
 
-    ``overrides`` is a nested mapping or a list of ``section.key=value`` strings.
+    ``overrides`` is a nested mapping or a list of ``section.key=value`` strings; they cannot set
+    ``profile`` (ConfigError), which would otherwise be overwritten by the profile actually applied.
     """
     if profile is not None and not profile.strip():
         raise ConfigError("--profile is empty: name a profile of params.yaml, or leave it out for its `profile`")
@@ -918,5 +919,8 @@ def load(
             merged = deep_merge(merged, parse_override(text))
     elif overrides:
         merged = deep_merge(merged, overrides)
+    if "profile" in merged:  # the profile is the base the overrides apply to: one of them cannot choose it
+        raise ConfigError(f"profile = {brief(merged['profile'])} cannot be set as an override (--set): "
+                          f"choose it with --profile, one of {', '.join(sorted(profiles))}")
     merged["profile"] = chosen
     return build(Config, merged)

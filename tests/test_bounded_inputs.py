@@ -3,12 +3,15 @@
 YAML aliases that expand to gigabytes, nesting deeper than Python's recursion, huge values repeated
 in a message, counts no command could use, files that are not files (a FIFO blocks its reader
 forever), device caps below the batch bounds, a cluster given twice, names that point outside the
-output folder, and a params file the pipeline would not read. Each is refused before any work."""
+output folder, a params file the pipeline would not read, a profile chosen by ``--set``, and launch
+inputs only its ranks would otherwise find (more workers than the cluster spec, an unknown model, a
+policy artifact trained for other batch bounds). Each is refused before any work."""
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,9 @@ SIM = ["simulate", "--cluster", "clusters/slow-worker-4.yaml", *SMOKE, "--no-pro
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
 """318 bytes of YAML that expand to 9^9 (387 million) values."""
+LAUNCH = ["launch", *SMOKE, "--set", "train.max_iters=2", "--nproc", "2", "--policy", "static:32"]
+CPU_POLICY = Path(__file__).resolve().parents[1] / "results/profiles/cpu/policies/dynamix.zip"
+"""The cpu pipeline's committed policy, trained for batch bounds [32, 1024]."""
 
 
 def run_cli(capsys, argv: list[str]) -> tuple[int, list[str]]:
@@ -76,6 +82,7 @@ def test_a_fifo_is_refused_as_a_cluster_or_params_file(tmp_path, capsys):
     (["train-policy", "--profile", "smoke", "--name", "../x"], ["--name = '../x'"]),
     (["pipeline", "--profile", "smoke", "--params", "clusters/slow-worker-4.yaml"], ["--params", "no other file"]),
     ([*SIM, "--profile", ""], ["--profile is empty"]),
+    ([*SIM, "--set", "profile=default"], ["profile = 'default'", "--profile", "one of ablation"]),
 ])
 def test_counts_names_and_options_no_command_could_use_are_refused(tmp_path, capsys, argv, fragments):
     out = [] if argv[0] in ("calibrate", "pipeline", "train-policy") else ["--out", str(tmp_path / "o")]
@@ -105,3 +112,17 @@ def test_sample_clusters_refuses_a_folder_of_specs_it_did_not_write(tmp_path, ca
     one_line(*run_cli(capsys, ["sample-clusters", "--profile", "smoke", "--n", "1", "--out", str(out)]),
              "mine.yaml", "no run record", "--force")
     assert (out / "mine.yaml").read_text().startswith("name: mine")
+
+
+@pytest.mark.parametrize("argv,fragments", [
+    (["--nproc", "5", "--cluster", "clusters/slow-worker-4.yaml"],
+     ["slow-worker-4", "5 worker ranks", "(--nproc) must be in [1, 4]"]),
+    (["--set", "model.name=nope"], ["model.name = 'nope' is unknown", "one of tiny-cnn, mlp"]),
+    (["--set", "batch.max=512", "--policy", f"dynamix:{CPU_POLICY}"],
+     ["trained for batch bounds [32, 1024]", "[batch.min, batch.max] = [32, 512]"]),
+])
+def test_launch_refuses_what_its_ranks_would_refuse_before_torchrun_starts(tmp_path, capsys, argv, fragments):
+    """One line from the launching process, not one per rank after torchrun has started them."""
+    out = tmp_path / "o"
+    one_line(*run_cli(capsys, [*LAUNCH, *argv, "--out", str(out)]), *fragments)
+    assert not out.exists()

@@ -65,11 +65,11 @@ def main(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.params, args.profile, overrides)
     nproc = cfg.engine.world_size if args.nproc is None else args.nproc
     initial = parse_sizes(args.initial)
-    check_launch(cfg, nproc, initial, args.max_restarts, args.nnodes, args.node_rank)
-    if args.rdzv_endpoint:
-        check_address("--rdzv-endpoint", args.rdzv_endpoint)
     spec_arg = args.cluster if args.cluster is not None else cfg.engine.cluster
     spec = None if spec_arg in ("", "none") else cluster_mod.load(spec_arg)
+    check_launch(cfg, nproc, initial, args.max_restarts, args.nnodes, args.node_rank, spec)
+    if args.rdzv_endpoint:
+        check_address("--rdzv-endpoint", args.rdzv_endpoint)
     if args.arbitrator:
         policy = f"arbitrator:{check_address('--arbitrator', args.arbitrator)}"
     else:

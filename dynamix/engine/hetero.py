@@ -34,15 +34,22 @@ import numpy as np
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.cluster.dynamics import ClusterDynamics
+from dynamix.config import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def fit_spec(spec: ClusterSpec, n_workers: int) -> ClusterSpec:
-    """The spec restricted to the first ``n_workers`` workers; too few workers is an error."""
+def check_fits(spec: ClusterSpec, n_workers: int) -> None:
+    """Refuse a spec with fewer workers than ``n_workers`` (:class:`ConfigError`): :func:`fit_spec` on
+    every rank, and ``dynamix launch`` before torchrun starts them."""
     if spec.n_workers < n_workers:
-        raise ValueError(f"cluster spec {spec.name!r} has {spec.n_workers} workers: need at least the "
-                         f"{n_workers} worker ranks of this run")
+        raise ConfigError(f"cluster spec {spec.name!r} has {spec.n_workers} workers, fewer than the run's "
+                          f"{n_workers} worker ranks: the workers (--nproc) must be in [1, {spec.n_workers}]")
+
+
+def fit_spec(spec: ClusterSpec, n_workers: int) -> ClusterSpec:
+    """The spec restricted to the first ``n_workers`` workers (:func:`check_fits`)."""
+    check_fits(spec, n_workers)
     if spec.n_workers == n_workers:
         return spec
     log.info("cluster spec %s: using its first %d of %d workers", spec.name, n_workers, spec.n_workers)

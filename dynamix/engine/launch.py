@@ -206,15 +206,22 @@ def parse_sizes(text: str | None) -> tuple[int, ...] | None:
 
 
 def check_launch(cfg: Config, nproc: int, initial: tuple[int, ...] | None, max_restarts: int, nnodes: int,
-                 node_rank: int) -> None:
-    """Everything about a launch that can be checked before torchrun starts (one :class:`ConfigError`)."""
+                 node_rank: int, spec: cluster_mod.ClusterSpec | None) -> None:
+    """Everything about a launch that can be checked before torchrun starts (one :class:`ConfigError`).
+    What the ranks would refuse is asked here of the functions they call (the engine settings, the
+    model, the cluster spec's workers), so a mistake is one line instead of one per rank."""
+    from dynamix.engine.hetero import check_fits
     from dynamix.engine.worker import check_engine_config
+    from dynamix.models import check_model
 
     check_engine_config(cfg)
+    check_model(cfg.model.name, cfg.model.width)
     config_mod.check_value("--nproc", nproc, config_mod.rng(1, 4096))
     config_mod.check_value("--max-restarts", max_restarts, config_mod.rng(0, 100))
     config_mod.check_value("--nnodes", nnodes, config_mod.rng(1, 4096))
     config_mod.check_value("--node-rank", node_rank, config_mod.rng(0, nnodes - 1))
+    if spec is not None and nnodes == 1:  # several nodes: this one knows only its own processes
+        check_fits(spec, nproc)
     if initial is not None:
         workers = nproc if nnodes == 1 else None
         if workers is not None and len(initial) != workers:

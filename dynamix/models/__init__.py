@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from dynamix.config import ConfigError, brief
 from dynamix.models.lstm import LSTMLM
 from dynamix.models.ncf import NCF
 from dynamix.models.resnet import cifar_resnet, resnet_bottleneck, resnet_basic
@@ -45,12 +46,18 @@ REGISTRY: dict[str, Callable[[float], nn.Module]] = {
 }
 
 
+def check_model(name: str, width: float = 1.0) -> None:
+    """Refuse a model :func:`build_model` cannot build (a :class:`ConfigError` naming the field and its
+    choices), without building it: ``dynamix launch`` asks before torchrun starts ranks that would fail."""
+    if name not in REGISTRY:
+        raise ConfigError(f"model.name = {brief(name)} is unknown: must be one of {', '.join(REGISTRY)}")
+    if not width > 0:
+        raise ConfigError(f"model.width = {width} is out of range: must be > 0")
+
+
 def build_model(name: str, width: float = 1.0) -> nn.Module:
     """A freshly initialised model; the caller seeds torch first for reproducible weights."""
-    if name not in REGISTRY:
-        raise ValueError(f"model.name = {name!r} is unknown: must be one of {', '.join(REGISTRY)}")
-    if not width > 0:
-        raise ValueError(f"model.width = {width} is out of range: must be > 0")
+    check_model(name, width)
     return REGISTRY[name](width)
 
 

@@ -166,7 +166,8 @@ class BatchSizePolicy(ABC):
 
     def check_bounds(self, bounds: Any) -> None:
         """Refuse (:class:`~dynamix.config.ConfigError`) a spec whose sizes ``bounds`` (``.min``,
-        ``.max``: ``batch`` config or :class:`Bounds`) would reject; policies that clamp need nothing."""
+        ``.max``: ``batch`` config or :class:`Bounds`) would reject; policies that clamp need nothing.
+        A trained policy (``dynamix:PATH``) also reads the ``batch`` config's ``.actions``."""
 
     def state_dict(self) -> dict:
         """Plain-data state for checkpoints (restored after :meth:`reset`); stateless policies: {}."""

@@ -2,7 +2,8 @@
 
 PATH is a policy artifact (``results/policies/NAME.zip``, its ``.json``, or a bare ``NAME``), checked
 by :func:`dynamix.rl.artifact.load_policy` on construction and against the run's action set and
-bounds on :meth:`DynamixPolicy.reset`. Each window, the shared policy network reads every worker's
+bounds where it is made for a run (:meth:`DynamixPolicy.check_bounds`) and on
+:meth:`DynamixPolicy.reset`. Each window, the shared policy network reads every worker's
 ``[local | global]`` observation (:mod:`dynamix.rl.state`, the same builder, state spec and frame
 stack the training environment used, as the artifact records them) and picks that worker's
 batch-size step by argmax (``deterministic=True``), or, for a policy trained with ``rl.action:
@@ -35,6 +36,12 @@ class DynamixPolicy(BatchSizePolicy):
         self.path = path
         self.model, self.meta = load_policy(path)
         self.name = f"dynamix:{Path(path).with_suffix('').name}"
+
+    def check_bounds(self, bounds) -> None:
+        """The run's ``batch`` config against the action set and bounds the artifact was trained for:
+        the check :meth:`reset` makes, here where the policy is made (``dynamix launch``, ``simulate``,
+        ``evaluate``, the arbitrator), before any worker starts."""
+        check_compatible(self.meta, tuple(bounds.actions), bounds, where=self.name)
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
