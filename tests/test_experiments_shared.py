@@ -112,7 +112,8 @@ def test_transfer_trains_its_missing_policies_side_by_side_each_on_its_workload(
     workload and the same PPO budget (the pairing the transfer claims rely on)."""
     from dynamix.experiments.transfer import policy_name, ppo_timesteps, train_policies
 
-    cfg = config.load(profile="smoke", overrides={"experiments": {"jobs": 2}})
+    cfg = config.load(profile="smoke", overrides={"experiments": {"jobs": 2},
+                                                  "rl": {"timesteps": 16, "warm_start_timesteps": 8}})
     a, b = Workload("mlp", "adam", 0.25), Workload("mlp", "sgd", 0.5)
     trained = train_policies(cfg, [a, b, a], tmp_path)
     assert set(trained) == {a, b} and trained[a].name == f"{policy_name(a)}.zip"
