@@ -181,6 +181,24 @@ def test_process_pool_returns_the_same_runs_in_task_order(setup, tmp_path):
     assert summary2["policy"].tolist() == ["static:8", "static:32"]
 
 
+def test_tasks_that_differ_only_in_their_labels_simulate_once(setup, monkeypatch):
+    """A tuned rule whose choice is also a listed policy (lbbsp:tuned-global at lbbsp:batch=512) is one
+    simulation, not two racing for one cache file; each task still gets its own labelled rows."""
+    from dynamix.evaluation import runner
+
+    cfg, spec, cost = setup
+    calls = []
+    real = runner.simulate_task
+    monkeypatch.setattr(runner, "simulate_task", lambda t, c, cache: calls.append(t.policy) or real(t, c, cache))
+    tasks = [SimTask(spec, cfg, "static:16", 0), SimTask(spec, cfg, "static:16", 0, label="tuned"),
+             SimTask(spec, cfg, "static:32", 0)]
+    runs = run_simulations(tasks, progress=False, cost=cost)
+    assert calls == ["static:16", "static:32"]
+    rows = {p: g.drop(columns=["run_id", "policy"]).reset_index(drop=True) for p, g in runs.groupby("policy")}
+    assert set(rows) == {"static:16", "tuned", "static:32"}
+    pd.testing.assert_frame_equal(rows["static:16"], rows["tuned"])
+
+
 # --------------------------------------------------------------------------------------------
 # Per-run readings and statistics over seeds
 # --------------------------------------------------------------------------------------------

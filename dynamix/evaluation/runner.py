@@ -237,20 +237,31 @@ def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost:
     costs = [cost] * len(tasks) if cost is not None else workload_costs(tasks)
     if jobs > 1 or on_ray:
         tasks = [dataclasses.replace(t, cfg=with_overrides(t.cfg, {"train": {"threads": 1}})) for t in tasks]
+    # tasks that differ only in their labels (a tuned rule whose choice is a listed policy) run once
+    first: dict[str, int] = {}
+    owner = [first.setdefault(same_run(t, c), i) for i, (t, c) in enumerate(zip(tasks, costs))]
+    todo = sorted(first.values())
+    run, run_costs = [tasks[i] for i in todo], [costs[i] for i in todo]
     if on_ray:
-        finished = _on_ray(tasks, costs, cache, jobs)
+        finished = _on_ray(run, run_costs, cache, jobs)
     elif jobs > 1:
-        finished = _in_pool(tasks, costs, cache, jobs)
+        finished = _in_pool(run, run_costs, cache, jobs)
     else:
-        finished = ((i, simulate_task(t, costs[i], cache)) for i, t in enumerate(tasks))
-    bar = tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress)
-    frames: list[pd.DataFrame | None] = [None] * len(tasks)
-    for i, frame in finished:
-        frames[i] = frame
+        finished = ((k, simulate_task(t, run_costs[k], cache)) for k, t in enumerate(run))
+    bar = tqdm(total=len(run), desc=desc, unit="run", disable=not progress)
+    done: dict[int, pd.DataFrame] = {}
+    for k, frame in finished:
+        done[todo[k]] = frame
         bar.update()
         log_progress(bar)
     bar.close()
-    return frames  # type: ignore[return-value]
+    # each task its own frame: run_simulations labels the frames in place
+    return [done[i] if owner[i] == i else done[owner[i]].copy() for i in range(len(tasks))]
+
+
+def same_run(task: SimTask, cost: CostModel) -> str:
+    """What decides a task's rows: everything but its labels (``keys``, ``label``), and its cost model."""
+    return repr((dataclasses.replace(task, keys=(), label=""), cost))
 
 
 def label(task: SimTask, frame: pd.DataFrame) -> pd.DataFrame:

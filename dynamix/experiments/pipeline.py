@@ -60,6 +60,7 @@ PUBLISHED = {
     "inference/summary.csv": "inference_summary.csv",
     "inference/levels.csv": "inference_levels.csv",
     "inference/tuning.csv": "inference_tuning.csv",
+    "inference/tuning_global.csv": "inference_tuning_global.csv",
     "inference/clusters.csv": "clusters.csv",
     "transfer/summary.csv": "transfer_summary.csv",
     "transfer/summary.json": "transfer_summary.json",
