@@ -20,7 +20,7 @@ from dynamix import cluster, config, paths
 from dynamix.evaluation import stats, tuning
 from dynamix.experiments import claims
 from dynamix.experiments.baselines import PLATEAU_BAR_PTS
-from dynamix.experiments.shared import TUNED_LBBSP
+from dynamix.experiments.shared import TUNED, TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 
 EXPECTED = paths.ROOT / "docs" / "expected"
 PUBLISHED = sorted(p.parent for p in EXPECTED.glob("*/PROFILE"))
@@ -86,18 +86,22 @@ def test_cpu_scalability_has_300_iterations_at_the_largest_size():
     assert largest["policy"].nunique() == runs["policy"].nunique()  # every policy ran at the largest size
 
 
-def test_cpu_tuned_lbbsp_is_the_validation_sweeps_choice_and_never_saw_a_held_out_cluster():
-    sweep = pd.read_csv(EXPECTED / "cpu" / "inference_tuning.csv")
+@pytest.mark.parametrize("policy, published", [(TUNED_LBBSP, "inference_tuning.csv"),
+                                                (TUNED_GLOBAL_LBBSP, "inference_tuning_global.csv")])
+def test_cpu_tuned_lbbsp_is_the_validation_sweeps_choice_and_never_saw_a_held_out_cluster(policy, published):
+    key = TUNED[policy]
+    sweep = pd.read_csv(EXPECTED / "cpu" / published)
     runs = pd.read_csv(EXPECTED / "cpu" / "inference_summary.csv")
     assert not set(sweep["cluster"]) & set(runs["cluster"]), "the sweep ran on a held-out cluster"
     per_iteration = runs["epochs"] / runs["iterations"]  # epochs per iteration: samples per iteration / epoch size
     for (name, opt), cell in runs.groupby(["cluster", "optimizer"]):
-        m = tuning.choose(sweep[sweep["optimizer"] == opt])
+        m = tuning.choose(sweep[sweep["optimizer"] == opt], key)
         n = cluster.load(f"clusters/heldout/{name}.yaml").n_workers
         static = cell[cell["policy"].str.startswith("static:")].iloc[0]
         epoch = int(static["policy"].split(":")[1]) * n / per_iteration[static.name]  # samples per epoch
-        tuned = cell[cell["policy"] == TUNED_LBBSP]
-        assert len(tuned) > 0, f"{name}/{opt}: lbbsp:tuned missing"
-        # LB-BSP holds its global batch: every iteration of a tuned run takes the chosen m on each worker
+        tuned = cell[cell["policy"] == policy]
+        assert len(tuned) > 0, f"{name}/{opt}: {policy} missing"
+        # LB-BSP holds its global batch: every iteration of a tuned run takes the chosen batch
+        want = m * n if key == "per_worker_batch" else m
         got = (per_iteration[tuned.index] * epoch).round(6)
-        assert (got == m * n).all(), f"{name}/{opt}: lbbsp:tuned took {sorted(set(got))} samples per iteration, not {m} x {n}"
+        assert (got == want).all(), f"{name}/{opt}: {policy} took {sorted(set(got))} samples per iteration, not {want}"

@@ -58,3 +58,23 @@ def test_manifests_record_the_commit_and_whether_the_tree_was_clean():
     sha = git_sha()
     assert sha.split("-")[0] == _git("rev-parse", "HEAD")
     assert sha.endswith("-dirty") == bool(_git("status", "--porcelain", "--untracked-files=no"))
+
+
+
+def test_only_what_a_stage_reads_can_make_its_run_dirty(tmp_path, monkeypatch):
+    """A committed results root (the cpu profile's) is rewritten as its stages run: the tracked outputs a
+    stage, or an earlier one, wrote must not mark its manifest dirty; a change to what it reads must."""
+    repo = tmp_path / "repo"
+    (repo / "dynamix").mkdir(parents=True)
+    (repo / "results").mkdir()
+    (repo / "dynamix" / "code.py").write_text("x = 1\n")
+    (repo / "results" / "claims.md").write_text("table\n")
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    monkeypatch.setattr(paths, "ROOT", repo)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    (repo / "results" / "claims.md").write_text("another table\n")  # an output, rewritten
+    assert git_sha() == head + "-dirty"
+    assert git_sha(["dynamix", "params.yaml"]) == head
+    (repo / "dynamix" / "code.py").write_text("x = 2\n")  # what the stage reads, modified
+    assert git_sha(["dynamix", "params.yaml"]) == head + "-dirty"

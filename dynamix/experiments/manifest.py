@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from dynamix import io, paths
 from dynamix.config import Config
@@ -25,14 +25,18 @@ PACKAGES = (
 """Packages whose versions a manifest records."""
 
 
-def git_sha() -> str:
-    """HEAD of the repository, with ``-dirty`` when tracked files differ; ``unknown`` without git."""
+def git_sha(reads: Sequence[str] | None = None) -> str:
+    """HEAD of the repository, with ``-dirty`` when tracked files differ from it; ``unknown`` without git.
+
+    ``reads``: only these paths count (a stage's code, data and params, :func:`stage_dependencies`).
+    A profile whose results are committed (``results/profiles/cpu``) rewrites tracked files as its
+    stages run, so its own outputs, and earlier stages' ones, must not make a clean run dirty."""
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=paths.ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *(reads or ())],
             cwd=paths.ROOT, capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         return sha + ("-dirty" if dirty else "")
@@ -93,7 +97,7 @@ def write_manifest(out_dir: str | Path, cfg: Config, experiment: str, extra: Map
         "experiment": experiment,
         "profile": cfg.profile,
         "config_hash": cfg.hash(),
-        "git_sha": git_sha(),
+        "git_sha": git_sha(stage_dependencies(experiment)),  # clean: what the stage reads is HEAD's
         "command": " ".join(sys.argv),
         "cwd": os.getcwd(),
         "versions": package_versions(),
