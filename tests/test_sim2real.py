@@ -21,11 +21,11 @@ from dynamix.evaluation import sim2real
 def small_run(tmp_path_factory):
     cfg = config.load(profile="smoke", overrides={
         "model": {"name": "mlp", "width": 0.25},
-        "experiments": {"seeds": 1, "sim2real": {"policies": ["dynamix", "static:32", "static:64", "lbbsp"],
+        "experiments": {"seeds": 1, "sim2real": {"policies": ["dynamix", "static:32", "lbbsp"],
                                                   "epochs": 0.4}}})
     out = tmp_path_factory.mktemp("s2r")
     # the agent's label served by a fixed rule: the plumbing is the same for a trained policy
-    policies = {"dynamix": "lbbsp:batch=256", "static:32": "static:32", "static:64": "static:64", "lbbsp": "lbbsp"}
+    policies = {"dynamix": "lbbsp:batch=256", "static:32": "static:32", "lbbsp": "lbbsp"}
     summary = sim2real.run(cfg, out, policies, progress=False)
     return cfg, out, summary
 
