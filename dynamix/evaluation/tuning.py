@@ -7,9 +7,9 @@ default B. Two sweeps, two rules (``key``):
 
 - ``per_worker_batch`` (``lbbsp:tuned``): over the *mean per-worker* batch m, B = m x N on a cluster of
   N workers, so the choice grows with the cluster (128 per worker is 1,024 samples on 8 workers);
-- ``global_batch`` (``lbbsp:tuned-global``): over B itself, the same on every cluster. The best global
-  batch depends on the learning rate, the schedule and the per-worker batch norm far more than on N,
-  so at 4-8 workers this is the stronger rule in the converged regime.
+- ``global_batch`` (``lbbsp:tuned-global``): over B itself, the same on every cluster. With a learning
+  rate set for a global batch, the ``cpu`` profile's best B does not grow with N (docs/results.md): there
+  128 per worker misses the target on every seed of an 8-worker cluster, 512 samples on none.
 
 Score of a candidate m, from the runs of every candidate on every validation cluster under the
 evaluation protocol (:mod:`dynamix.evaluation`: same time budget per cluster, target = the fraction

@@ -118,6 +118,10 @@ def tune_lbbsp(cfg: Config, out: Path, key: str) -> tuple[dict[str, pd.Series], 
     return scores, pd.concat(tables, ignore_index=True)
 
 
+OUTPUTS = {shared.TUNED_LBBSP: ("tuning.csv", "tuned"), shared.TUNED_GLOBAL_LBBSP: ("tuning_global.csv", "tuned_global")}
+"""Each tuned rule's sweep file and its key in ``summary.json``."""
+
+
 def tuned_rules(cfg: Config, out: Path) -> dict[str, tuple[dict[str, pd.Series], pd.DataFrame]]:
     """The tuned rules listed in ``policies`` (:data:`~dynamix.experiments.shared.TUNED`): each one's
     scores per optimiser and its sweep, keyed by the policy's name."""
@@ -166,7 +170,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     io.write_csv(at_levels(per_run, runs, cfg.experiments.target_levels, cfg.rl.target_fraction), out / "levels.csv")
     io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
     io.write_csv(grids, out / "oracle.csv")
-    for name, file in ((shared.TUNED_LBBSP, "tuning.csv"), (shared.TUNED_GLOBAL_LBBSP, "tuning_global.csv")):
+    for name, (file, _) in OUTPUTS.items():
         columns = [shared.TUNED[name] if c == "per_worker_batch" else c for c in tuning.TABLE_COLUMNS]
         sweep = rules[name][1] if name in rules else pd.DataFrame()
         io.write_csv(sweep.reindex(columns=[*columns, "optimizer"]), out / file)
@@ -178,7 +182,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     ) if "dynamix" in set(per_run["policy"]) else pd.DataFrame()  # fmt: skip
     summary = {
         "policies": list(dict.fromkeys(per_run["policy"])),
-        **{("tuned" if name == shared.TUNED_LBBSP else "tuned_global"): {opt: {
+        **{OUTPUTS[name][1]: {opt: {
             shared.TUNED[name]: m,
             "scores": {str(k): float(v) for k, v in rules[name][0][opt].items()},
             "validation_clusters": list(dict.fromkeys(rules[name][1]["cluster"])),
