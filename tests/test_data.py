@@ -14,7 +14,7 @@ from PIL import Image
 
 from dynamix import paths
 from dynamix.config import DataConfig
-from dynamix.data import CLASSES, DataSourceError, GlobalSampler, augment, load_cifar10, tokens
+from dynamix.data import CLASSES, BatchMaker, DataSourceError, GlobalSampler, crop_flip, load_cifar10, normalise, tokens
 from dynamix.data.sources import ENV_VAR
 
 SHARED = paths.ROOT.parent / "shared" / "datasets" / "cifar10-jpeg.tar.gz"
@@ -121,14 +121,27 @@ def test_sampler_is_reproducible_and_resumable():
 
 def test_augment_is_a_crop_or_flip_of_the_padded_image():
     x = torch.rand(16, 3, 32, 32)
-    g = torch.Generator().manual_seed(0)
-    y = augment(x, g)
-    assert y.shape == x.shape
+    y, pad = crop_flip(x, torch.Generator().manual_seed(0))
+    assert y.shape == x.shape and pad.shape == (16, 1, 32, 32)
     padded = torch.nn.functional.pad(x, (4, 4, 4, 4))
+    inside = torch.nn.functional.pad(torch.ones(1, 32, 32, dtype=torch.bool), (4, 4, 4, 4))
     for i in range(16):
-        windows = [padded[i, :, r:r + 32, c:c + 32] for r in range(9) for c in range(9)]
-        assert any(torch.equal(y[i], w) or torch.equal(y[i], w.flip(-1)) for w in windows)
-    assert torch.equal(augment(x, torch.Generator().manual_seed(0)), y)
+        windows = [(padded[i, :, r:r + 32, c:c + 32], inside[:, r:r + 32, c:c + 32])
+                   for r in range(9) for c in range(9)]
+        assert any((torch.equal(y[i], w) and torch.equal(pad[i], ~m))
+                   or (torch.equal(y[i], w.flip(-1)) and torch.equal(pad[i], ~m.flip(-1))) for w, m in windows)
+    assert torch.equal(crop_flip(x, torch.Generator().manual_seed(0))[0], y)
+
+
+def test_training_batches_crop_the_normalised_image():
+    """The batch maker crops uint8 images and normalises after: bit for bit the crop of the
+    normalised image, zero-padded in normalised units (the mean pixel)."""
+    images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
+    idx = torch.randperm(64)[:40]
+    x, _ = BatchMaker(images, torch.zeros(64, dtype=torch.int64), augment_train=True, seed=5)(idx)
+    reference, _ = crop_flip(normalise(images[idx]), BatchMaker(images, images, True, seed=5).gen)
+    assert torch.equal(x, reference)
+    assert not x.isnan().any() and (x == 0).any()
 
 
 @pytest.mark.slow

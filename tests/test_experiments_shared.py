@@ -6,7 +6,9 @@ import ast
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
 
 from dynamix import config, io, paths
 from dynamix.config import ConfigError
@@ -120,3 +122,23 @@ def test_transfer_trains_its_missing_policies_side_by_side_each_on_its_workload(
     metas = {w: json.loads(p.with_suffix(".json").read_text())["training"] for w, p in trained.items()}
     assert metas[a]["workload"] != metas[b]["workload"]
     assert ppo_timesteps(f"dynamix:{trained[a]}") == ppo_timesteps(f"dynamix:{trained[b]}") > 0
+
+
+def test_policy_stage_trains_its_seeds_side_by_side_into_the_same_policies(tmp_path):
+    """Training seeds in two processes (experiments.jobs 2) gives the policies one process gives:
+    the same episodes, returns and weights, seed by seed."""
+    from dynamix.experiments import policy_training
+    from dynamix.rl.artifact import load_tensors
+
+    def train(jobs: int, out):
+        cfg = config.load(profile="smoke", overrides={"experiments": {"jobs": jobs, "policy_training": {"seeds": 2}},
+                                                      "rl": {"timesteps": 16, "warm_start_timesteps": 8}})
+        policy_training.run(cfg, out / "policy_training")
+        return pd.read_csv(out / "policy_training" / "progress.csv"), out / "policies"
+
+    (alone, one), (paired, two) = train(1, tmp_path / "one"), train(2, tmp_path / "two")
+    assert sorted(alone["seed"].unique()) == [0, 1]
+    pd.testing.assert_frame_equal(alone, paired)
+    for name in ("dynamix.zip", "dynamix-s1.zip"):
+        a, b = (load_tensors(d / name)["policy"] for d in (one, two))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -2,7 +2,7 @@
 
 from dynamix.config import DataConfig
 
-from dynamix.data.batches import BatchMaker, GlobalSampler, augment, normalise  # noqa: F401
+from dynamix.data.batches import BatchMaker, GlobalSampler, crop_flip, normalise  # noqa: F401
 from dynamix.data.sources import CLASSES, Cifar10, DataSourceError, load_cifar10, resolve_source  # noqa: F401
 from dynamix.data.interactions import Interactions, generate as generate_interactions  # noqa: F401
 from dynamix.data.tokens import Tokens, generate as generate_tokens  # noqa: F401

@@ -4,16 +4,17 @@ The budget is ``experiments.policy_training.timesteps`` (0: ``rl.timesteps``, wh
 train-policy`` uses): the default profile trains a shorter policy so the pipeline fits 45 minutes.
 The artifact goes to ``<results>/policies/<experiments.policy_training.name>.zip`` (+ ``.json``, and
 a resumable ``.run/`` checkpoint folder: rerunning after an interruption continues where it stopped).
-``experiments.policy_training.seeds`` policies are trained (``train.seed + k``; k = 0 is the pipeline's
-policy, the others ``<name>-s<k>.zip``), so the reward curve shows learning across training seeds,
-not one seed's luck. Outputs here: ``progress.csv`` (one row per PPO episode and seed: mean
-per-worker return and the reward parts, from each run folder), ``warm_start.csv`` (one row per
-episode the LB-BSP teacher played for the pipeline policy's imitation phase, ``rl.warm_start``:
-episode numbered -n..-1 before PPO's 0, return as PPO's; empty without a warm start),
-``summary.json`` (episodes, timesteps, mean return of the first and last 10% of PPO episodes, per
-seed and for the pipeline's policy, their gain's mean and t interval over seeds, the teacher's mean
-return), ``manifest.json``. Figure: cumulative reward per episode, mean over seeds with a band,
-imitation and PPO phases marked, the teacher's mean return as a reference line.
+``experiments.policy_training.seeds`` policies are trained (``train.seed + k``; k = 0 is the
+pipeline's policy, the others ``<name>-s<k>.zip``), so the reward curve shows learning across
+training seeds, not one seed's luck; the seeds train side by side in ``experiments.jobs`` processes.
+Outputs here: ``progress.csv`` (one row per PPO episode and seed: mean per-worker return and the
+reward parts, from each run folder), ``warm_start.csv`` (one row per episode the LB-BSP teacher
+played for the pipeline policy's imitation phase, ``rl.warm_start``: episode numbered -n..-1 before
+PPO's 0, return as PPO's; empty without a warm start), ``summary.json`` (episodes, timesteps, mean
+return of the first and last 10% of PPO episodes, per seed and for the pipeline's policy, their
+gain's mean and t interval over seeds, the teacher's mean return), ``manifest.json``. Figure:
+cumulative reward per episode, mean over seeds with a band, imitation and PPO phases marked, the
+teacher's mean return as a reference line.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats
 from dynamix.experiments import surrogate
 from dynamix.experiments.manifest import write_manifest
-from dynamix.experiments.shared import policy_dir
+from dynamix.experiments.shared import policy_dir, side_by_side
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     cfg = surrogate.on_fitted(cfg, out.parent)
     e = cfg.experiments.policy_training
-    zips = [train_seed(cfg, k, policy_dir(out)) for k in range(e.seeds)]
+    zips = side_by_side(train_seed, [(cfg, k, policy_dir(out)) for k in range(e.seeds)], cfg.experiments.jobs)
     progress = pd.concat([pd.read_csv(z.with_suffix(".run") / "progress.csv").assign(seed=k)
                           for k, z in enumerate(zips)], ignore_index=True)
     io.write_csv(progress, out / "progress.csv")

@@ -25,8 +25,6 @@ Outputs: ``runs.csv``, ``summary.csv`` (per pair, policy and seed: time to targe
 from __future__ import annotations
 
 import logging
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -70,16 +68,11 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
 
 
 def train_policies(cfg: Config, workloads: list[Workload], out: Path) -> dict[Workload, Path]:
-    """:func:`policy_for` of each distinct workload, the ones still to train side by side in
-    ``experiments.jobs`` processes (one torch thread each): on a CNN each policy is tens of minutes of
+    """:func:`policy_for` of each distinct workload, side by side in ``experiments.jobs`` processes
+    (:func:`~dynamix.experiments.shared.side_by_side`): on a CNN each policy is tens of minutes of
     model math, and one training process uses one core."""
     unique = list(dict.fromkeys(workloads))
-    jobs = min(cfg.experiments.jobs, len(unique))
-    if jobs <= 1:
-        return {w: policy_for(cfg, w, out) for w in unique}
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {w: pool.submit(policy_for, cfg, w, out) for w in unique}
-        return {w: f.result() for w, f in futures.items()}
+    return dict(zip(unique, shared.side_by_side(policy_for, [(cfg, w, out) for w in unique], cfg.experiments.jobs)))
 
 
 def ppo_timesteps(spec: str) -> int:
