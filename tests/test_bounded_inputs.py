@@ -117,6 +117,10 @@ def test_sample_clusters_refuses_a_folder_of_specs_it_did_not_write(tmp_path, ca
 @pytest.mark.parametrize("argv,fragments", [
     (["--nproc", "5", "--cluster", "clusters/slow-worker-4.yaml"],
      ["slow-worker-4", "5 worker ranks", "(--nproc) must be in [1, 4]"]),
+    (["--nproc", "4", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29999", "--dry-run", "--cluster", "clusters/slow-worker-4.yaml"],
+     ["slow-worker-4", "has 4 workers", "4 + 1 worker ranks at least", "--nproc must be in [1, 3]"]),
+    (["--nproc", "1", "--nnodes", "5", "--rdzv-endpoint", "127.0.0.1:29999", "--dry-run", "--cluster", "clusters/slow-worker-4.yaml"],
+     ["slow-worker-4", "1 + 4 worker ranks at least", "--nnodes must be in [1, 4]"]),
     (["--set", "model.name=nope"], ["model.name = 'nope' is unknown", "one of tiny-cnn, mlp"]),
     (["--set", "batch.max=512", "--policy", f"dynamix:{CPU_POLICY}"],
      ["trained for batch bounds [32, 1024]", "[batch.min, batch.max] = [32, 512]"]),

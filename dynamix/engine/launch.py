@@ -220,8 +220,14 @@ def check_launch(cfg: Config, nproc: int, initial: tuple[int, ...] | None, max_r
     config_mod.check_value("--max-restarts", max_restarts, config_mod.rng(0, 100))
     config_mod.check_value("--nnodes", nnodes, config_mod.rng(1, 4096))
     config_mod.check_value("--node-rank", node_rank, config_mod.rng(0, nnodes - 1))
-    if spec is not None and nnodes == 1:  # several nodes: this one knows only its own processes
+    if spec is not None and nnodes == 1:
         check_fits(spec, nproc)
+    elif spec is not None and nproc + nnodes - 1 > spec.n_workers:  # each other node runs a rank at least
+        need = (f"--nnodes must be in [1, {spec.n_workers}]" if nnodes > spec.n_workers
+                else f"--nproc must be in [1, {spec.n_workers - nnodes + 1}]")
+        raise ConfigError(f"cluster spec {spec.name!r} has {spec.n_workers} workers, fewer than the run's "
+                          f"{nproc} + {nnodes - 1} worker ranks at least (--nproc on this node, one on each "
+                          f"other of the --nnodes {nnodes}): {need}")
     if initial is not None:
         workers = nproc if nnodes == 1 else None
         if workers is not None and len(initial) != workers:
