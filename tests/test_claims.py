@@ -235,3 +235,20 @@ def test_real_engine_rows_are_recomputed_from_the_published_sim2real_runs(tmp_pa
     assert "simulator 0.50 [" in got[0]["where"]
     none = config.load(profile="smoke", overrides={"experiments": {"sim2real": {"published": ""}}})
     assert claims.engine_rows(none) == []
+
+
+def test_a_rerun_agrees_with_the_committed_claims_only_on_every_verdict_and_estimate():
+    """benchmarks/repro_twice.py --against-committed reads a fresh make repro's claims against the
+    committed ones with this: float noise passes, another verdict, miss count or estimate does not."""
+    from dynamix.experiments.claims import disagreements
+
+    row = {"claim": "less time", "verdict": "reproduced", "missed": "0/3 vs 1/15", "n_seeds": 3,
+           "estimate": 35.5, "ci_lo": 33.4, "ci_hi": float("nan")}
+    assert disagreements([row], [dict(row)]) == []
+    assert disagreements([{**row, "estimate": 35.5 * (1 + 1e-12)}], [row]) == []
+    assert disagreements([{**row, "estimate": 35.6}], [row]) == ["'less time': estimate 35.6 (rerun) vs 35.5 (committed)"]
+    assert disagreements([{**row, "verdict": "inconclusive"}], [row])[0].startswith("'less time': verdict")
+    assert disagreements([{**row, "missed": "1/3 vs 1/15"}], [row])[0].startswith("'less time': missed")
+    assert disagreements([{**row, "ci_hi": 40.0}], [row])[0].startswith("'less time': ci_hi")
+    assert disagreements([row, {**row, "claim": "new"}], [row]) == ["'new': only in the rerun"]
+    assert disagreements([], [row]) == ["'less time': only in the committed table"]

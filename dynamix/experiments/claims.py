@@ -488,6 +488,35 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     return summary
 
 
+REPRO_REL_TOL = 1e-9
+"""Relative difference between two runs' estimates that :func:`disagreements` still calls the same:
+float noise of summation order, far below any tie band (the runs' numerics are pinned,
+:mod:`dynamix.isa`, so on machines of this kind a rerun gives the same bits)."""
+
+
+def disagreements(fresh: Sequence[dict], committed: Sequence[dict], rel_tol: float = REPRO_REL_TOL) -> list[str]:
+    """How a rerun's claims (``summary.json``'s ``claims``) differ from the committed ones, one line
+    each: a claim only one side has, another verdict or count of misses, an estimate or interval end
+    further apart than ``rel_tol`` of the larger magnitude. Empty: the same table."""
+    def close(a, b) -> bool:
+        blank = [v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b)]
+        if any(blank):
+            return all(blank)
+        return abs(a - b) <= rel_tol * max(abs(a), abs(b))
+
+    old = {r["claim"]: r for r in committed}
+    new = {r["claim"]: r for r in fresh}
+    out = [f"{c!r}: only in the {side}" for side, mine, other in (("rerun", new, old), ("committed table", old, new))
+           for c in mine if c not in other]
+    for c in (c for c in new if c in old):
+        a, b = new[c], old[c]
+        out += [f"{c!r}: {k} {a.get(k)!r} (rerun) vs {b.get(k)!r} (committed)"
+                for k in ("verdict", "missed", "n_seeds") if a.get(k) != b.get(k)]
+        out += [f"{c!r}: {k} {a.get(k)!r} (rerun) vs {b.get(k)!r} (committed)"
+                for k in ("estimate", "ci_lo", "ci_hi") if not close(a.get(k), b.get(k))]
+    return out
+
+
 PUBLISHED_INPUTS = {"inference": "inference_summary.csv", "levels": "inference_levels.csv", "scalability": "scalability_summary.csv",
                     "transfer": "transfer_summary.csv", "budgets": "transfer_summary.json"}
 """The per-run summaries a published profile (``docs/expected/<profile>/``) carries for its claims."""
