@@ -15,7 +15,7 @@ under (return_shape, time_signal) = (paper, iteration), the paper recipe's, (tim
 (time, imbalance), the default's. A return fit for "reach the target accuracy sooner" should rank
 ``balance`` first: it does the same samples per iteration in less time. Prints one line per setting
 and, last, one JSON line with each setting's mean returns and ``balance_minus_shrink`` (> 0: the
-return prefers load balancing to cutting batches). The ``busy`` rows of docs/rl.md's ablation table
+return prefers load balancing to cutting batches). The ``busy`` rows of docs/journal/rl.md's ablation table
 were measured here under a T_iter since dropped.
 """
 

@@ -592,7 +592,7 @@ class RLConfig:
     # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
     # pays (shared, the paper's); "imbalance" = the straggler's excess over the second slowest plus the
     # worker's own wait, as a fraction of the iteration (0 when balanced). imbalance is the default: with
-    # the worker's own busy time PPO learned only to cut every batch to the minimum (docs/rl.md).
+    # the worker's own busy time PPO learned only to cut every batch to the minimum (docs/journal/rl.md).
     # "": the recipe's (dynamix: imbalance; paper: iteration).
     time_signal: str = setting("", one_of("", "iteration", "imbalance"))
     # How an episode is budgeted and its windows summed (dynamix.rl.reward, dynamix.rl.env).
@@ -627,14 +627,15 @@ class RLConfig:
     # Before PPO, imitate a heuristic (dynamix.rl.warmstart): "lbbsp" = LB-BSP's load-balancing step read
     # off the state, for warm_start_timesteps per-worker transitions of teacher episodes, fitted for
     # warm_start_epochs passes; "none" = PPO from a random policy (the paper's way). lbbsp is the default:
-    # from scratch, which policy PPO reaches in this budget depended mostly on the seed (docs/rl.md).
+    # from scratch, which policy PPO reaches in this budget depended mostly on the seed (docs/journal/rl.md).
     # "": the recipe's (dynamix: lbbsp; paper: none). lbbsp reads lb_gap, so it needs state dynamix.
     warm_start: str = setting("", one_of("", "none", "lbbsp"))
     warm_start_timesteps: int = setting(1024, rng(1, None))
     warm_start_epochs: int = setting(100, rng(1, 1000))
     warm_start_lr: float = setting(1e-3, rng(1e-7, 1.0))  # Adam step size of the imitation fit
     # The teacher splits a global batch of warm_start_batch samples by speed, as lbbsp:batch=m does;
-    # 0 = LB-BSP at the current global batch. 512 was selected on a sampled validation set (docs/rl.md).
+    # 0 = LB-BSP at the current global batch. 512 was selected on a sampled validation set
+    # (docs/journal/rl.md).
     warm_start_batch: int = setting(512, rng(0, 65536))
 
     def __post_init__(self) -> None:
@@ -679,7 +680,7 @@ HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64},
 accepted at that value alone when a stored config is built again (:func:`build`), so the configs that
 policy artifacts and run folders carry still build (``arbitrator.max_threads``: the asyncio arbitrator
 holds no thread per waiting worker; ``rl.warm_start_grow`` and ``rl.warm_start_workers``: teacher
-variants the ablations dropped, docs/rl.md)."""
+variants the ablations dropped, docs/journal/rl.md)."""
 
 UNHASHED = ("executor",)
 """Sections that say where runs execute, not what they compute: left out of :meth:`Config.hash` and of a

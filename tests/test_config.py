@@ -84,7 +84,8 @@ def test_bad_values_name_field_and_range(override, message):
     ],
 )
 def test_the_dropped_agent_variants_are_refused_in_one_line(override, message):
-    """busy, marginal, warm_start_grow and warm_start_workers were dropped (docs/rl.md, ablation table)."""
+    """busy, marginal, warm_start_grow and warm_start_workers were dropped (docs/journal/rl.md, ablation
+    table)."""
     with pytest.raises(config.ConfigError) as err:
         config.load(overrides=[override])
     assert str(err.value) == message

@@ -92,7 +92,7 @@ def test_reward_matches_paper_formula_sgd_and_adam():
     pair = [_worker(0, 128, iter_ms=100.0, compute=80.0, wait=0.0), _worker(1, 32, iter_ms=100.0, compute=20.0, wait=60.0)]
     shared = worker_rewards(pair, np.zeros(2), 100.0, coeffs, "sgd")
     assert shared.time.tolist() == pytest.approx([0.5, 0.5])
-    # busy and marginal were dropped (docs/rl.md, ablation table): refused as any unknown T_iter is
+    # busy and marginal were dropped (docs/journal/rl.md, ablation table): refused as any unknown T_iter is
     for dropped in ("busy", "marginal", "wall"):
         with pytest.raises(ValueError, match=rf"time_signal = '{dropped}' is not allowed: must be one of "
                                              r"'iteration', 'imbalance'$"):

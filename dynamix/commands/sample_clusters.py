@@ -6,7 +6,7 @@
 One YAML per cluster (the same schema as ``clusters/*.yaml``), drawn by
 :func:`dynamix.rl.domain.sample_set` on a seed stream training never uses; events start within the
 first ``train.epochs`` epochs of the profile's data at ``batch.initial``. Select a recipe on such a
-set, then report it once on ``clusters/heldout`` (docs/rl.md).
+set, then report it once on ``clusters/heldout`` (docs/journal/rl.md).
 
 ``OUT`` holds one set (:mod:`dynamix.rundir`): the same command again rewrites the same files, and a
 folder holding another set, or YAML files it did not write, is refused unless ``--force``.

@@ -28,7 +28,7 @@ on the stream of the name ``experiments.policy_training.name``, so the ``dynamix
 the pipeline's policy) and runs policy k with run seed k on the held-out clusters and on the first
 ``validation`` clusters of the sampled validation set (``dynamix sample-clusters --seed 1 --workers
 4 5 6``), beside ``experiments.ablation.baselines`` (run seeds 0..seeds-1). Runs follow the agent's
-evaluation protocol (docs/rl.md, ``rl-eval``): the experiments' workload and epochs, the whole test
+evaluation protocol (docs/journal/rl.md, ``rl-eval``): the experiments' workload and epochs, the whole test
 split once per window, one thread, every run on a cluster given the static ``batch.initial`` run's
 time (``rl.eval_budget``), target = 0.9 x the best policy's mean final accuracy on that cluster.
 
@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 
 NAME = "ablation"
 BAR = 0.7
-"""The bar a policy passes on a cluster (docs/rl.md): time to target <= 0.7 x the median static's
+"""The bar a policy passes on a cluster (docs/journal/rl.md): time to target <= 0.7 x the median static's
 and final accuracy no more than 1 point below the best static's."""
 ACC_BAR_PTS = -1.0
 
@@ -276,7 +276,7 @@ def table(compared: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(tab: pd.DataFrame, compared: pd.DataFrame) -> str:
-    """The table docs/rl.md and the README show."""
+    """The table docs/journal/rl.md shows ("Ablation: from the paper's recipe to the default")."""
     clusters = list(dict.fromkeys(compared.loc[compared["split"] == "heldout", "cluster"]))
 
     def f(x, fmt="{:.2f}"):

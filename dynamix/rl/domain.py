@@ -21,7 +21,7 @@ uniform iteration of the first ``horizon_iters`` and lasting to the end or a ran
 Held-out evaluation clusters (``clusters/heldout/*.yaml``) are hand-written and never drawn here.
 :func:`sample_set` draws a *validation* set from the same distribution on a seed stream training
 never uses (``dynamix sample-clusters``): many draws estimate how a policy does on the distribution
-it was trained for better than a few hand-made clusters do (docs/rl.md).
+it was trained for better than a few hand-made clusters do (docs/journal/rl.md).
 """
 
 from __future__ import annotations

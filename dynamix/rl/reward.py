@@ -20,7 +20,7 @@ window (so T_iter is dimensionless and transfers between fast and slow clusters)
   of a balanced cluster at any batch scale.
 
 The worker's own busy time and the straggler's excess alone (a difference reward) were tried and
-dropped: PPO learned to cut every batch to the minimum (docs/rl.md, ablation table).
+dropped: PPO learned to cut every batch to the minimum (docs/journal/rl.md, ablation table).
 
 How windows sum into a return (``rl.return_shape``; the paper does not say): ``paper`` sums them over
 ``rl.episode_epochs`` epochs; ``time`` (default; not in the paper) ends the episode after a fixed
@@ -32,7 +32,7 @@ measures: the episode trains ``rl.episode_epochs`` epochs and ends when the test
 target; every window costs ``dt_w / dt_ref`` for every worker (:func:`target_parts`), so the return
 is minus the time to target in first-window units, and an episode that ends without it pays its whole
 time once more (a run that finishes its epochs below the target is not faster, it never arrives).
-Why these defaults and what the alternatives did: docs/rl.md. Coefficients: ``params.yaml``
+Why these defaults: docs/rl.md; what the alternatives did: docs/journal/rl.md. Coefficients: ``params.yaml``
 ``reward:`` (:class:`dynamix.config.RewardConfig`).
 """
 

@@ -19,7 +19,7 @@ workers, episodes of the 64-batch run's time for 1.5 epochs on the 10k-image emb
 windows) costs 0.1-1 s of real model math per window, 12-18 per-worker transitions per second: the
 warm start's 1024 teacher transitions take about a minute, the default 2048 PPO transitions a few
 minutes. That is small for PPO; the warm start (``rl.warm_start``, :mod:`dynamix.rl.warmstart`) is
-what makes the outcome depend less on the seed (docs/rl.md).
+what makes the outcome depend less on the seed (docs/journal/rl.md).
 """
 
 from __future__ import annotations

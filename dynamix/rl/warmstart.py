@@ -2,7 +2,7 @@
 
 Why: with the few thousand PPO transitions two CPU cores afford, the policy PPO reaches from a random
 start depends mostly on the training seed, and load balancing (a different direction on every
-worker) is rarely found (docs/rl.md). Behaviour cloning as initialisation is the standard remedy for
+worker) is rarely found (docs/journal/rl.md). Behaviour cloning as initialisation is the standard remedy for
 a sample-starved learner ("kickstarting", Schmitt et al. 2018; AlphaStar's supervised start). The
 paper trains from scratch; ``rl.warm_start: none`` does too.
 
@@ -21,7 +21,7 @@ teacher only sets the scale: it takes the factor that brings the global batch B 
 stand still) (:func:`teacher_global_actions`).
 
 A teacher that doubled its target where communication dominates the iteration, and teacher episodes
-drawn at several worker counts, passed fewer validation clusters and were dropped (docs/rl.md,
+drawn at several worker counts, passed fewer validation clusters and were dropped (docs/journal/rl.md,
 ablation table).
 
 Procedure (:func:`warm_start`): roll the teacher for whole episodes in the training environment until

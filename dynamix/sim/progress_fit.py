@@ -14,7 +14,7 @@ Every fit weighs the windows (:func:`window_weights`): each run alike, whatever 
 annealed windows, where the learning rate has decayed below :data:`ANNEALED` of the run's peak,
 :data:`ANNEALED_WEIGHT` times: a time to target is read near a run's end, and the curve has to be
 right there more than anywhere. On the `cpu` workload, window-weighted, the surrogate's final accuracy
-at the larger batches came out 2-3 points below the model math's (docs/rl.md).
+at the larger batches came out 2-3 points below the model math's (docs/journal/rl.md).
 """
 
 from __future__ import annotations
