@@ -3,7 +3,8 @@
 Every module listed in :data:`COMMANDS` exposes ``add_arguments(parser)`` and ``main(args) -> int``;
 it is imported only when its command runs, so ``dynamix --help`` stays fast. Add a command by writing
 ``dynamix/commands/<name>.py`` and adding one line here. Options several commands share
-(``--params``, ``--profile``, ``--set``, ``--no-progress``) are defined once, below.
+(``--params``, ``--profile``, ``--set``, ``--no-progress``, ``--out``) are defined once, in
+:mod:`dynamix.commands.options`.
 
 A user's mistake (:class:`~dynamix.errors.UserError`, or an input file that does not exist) prints one
 line, ``dynamix <command>: error: <message>``, and exits with status 2, as argparse does for a bad
@@ -46,44 +47,6 @@ EXIT_USAGE = 2
 """Exit status of a user's mistake (argparse's for a bad option, and ours for a bad value or file)."""
 EXIT_INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--params``, ``--profile`` and ``--set``: the options every config-driven command shares
-    (``args.params``, ``args.profile``, ``args.overrides`` for :func:`dynamix.config.load`)."""
-    parser.add_argument("--params", default=None, help="params.yaml to read (default: the repo's)")
-    parser.add_argument("--profile", default=None, help="profile in params.yaml (default: its `profile`)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override any params.yaml value (repeatable)")
-
-
-def add_progress_argument(parser: argparse.ArgumentParser) -> None:
-    """``--no-progress``: no tqdm bar (``args.no_progress``)."""
-    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
-
-
-def add_out_arguments(parser: argparse.ArgumentParser, help_: str) -> None:
-    """``--out`` (required; one run per folder, :mod:`dynamix.rundir`) and ``--force``."""
-    parser.add_argument("--out", required=True, help=help_ + "; a folder holds one run: the same run resumes")
-    parser.add_argument("--force", action="store_true",
-                        help="replace the run OUT holds by this one, from the start")
-
-
-def cluster_id(spec) -> str:
-    """A cluster spec in a run's identity: its name and a hash of its content."""
-    import hashlib
-    import json
-
-    from dynamix.cluster import to_yaml_dict
-
-    blob = json.dumps(to_yaml_dict(spec), sort_keys=True, default=str).encode()
-    return f"{spec.name}@{hashlib.sha256(blob).hexdigest()[:12]}"
-
-
-def policy_id(policy) -> str:
-    """A policy in a run's identity: its spec name, and a trained policy's artifact hash."""
-    sha = getattr(policy, "meta", {}).get("zip_sha256", "")
-    return f"{policy.name}@{sha[:12]}" if sha else policy.name
 
 
 def build_parser() -> argparse.ArgumentParser:

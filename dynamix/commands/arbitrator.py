@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 
 from dynamix import config
-from dynamix.cli import add_config_arguments
+from dynamix.commands.options import add_config_arguments
 from dynamix.errors import UserError
 from dynamix.policies import make_live_policy
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from dynamix import cluster as clusters
 from dynamix import config, io, rundir
-from dynamix.cli import add_config_arguments, add_out_arguments, add_progress_argument, cluster_id, policy_id
+from dynamix.commands.options import add_config_arguments, add_out_arguments, add_progress_argument, cluster_id, policy_id
 from dynamix.config import ConfigError
 from dynamix.evaluation.budget import BUDGETS
 from dynamix.evaluation.compare import compare

@@ -13,7 +13,7 @@ import argparse
 import json
 
 from dynamix import config, paths, rundir
-from dynamix.cli import add_config_arguments, add_progress_argument
+from dynamix.commands.options import add_config_arguments, add_progress_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

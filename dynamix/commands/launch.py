@@ -15,7 +15,7 @@ from pathlib import Path
 from dynamix import cluster as cluster_mod
 from dynamix import config as config_mod
 from dynamix import rundir
-from dynamix.cli import add_config_arguments, add_out_arguments, cluster_id, policy_id
+from dynamix.commands.options import add_config_arguments, add_out_arguments, cluster_id, policy_id
 from dynamix.engine.launch import (build_torchrun_command, check_address, check_launch, parse_sizes, prepare,
                                    run_netns, start_torchrun, world_size)
 from dynamix.policies.base import make_live_policy

@@ -11,7 +11,7 @@ import json
 import time
 
 from dynamix import config, io
-from dynamix.cli import add_config_arguments
+from dynamix.commands.options import add_config_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

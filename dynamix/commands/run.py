@@ -18,7 +18,7 @@ import argparse
 import json
 
 from dynamix import config, paths, rundir
-from dynamix.cli import add_config_arguments
+from dynamix.commands.options import add_config_arguments
 from dynamix.experiments import EXPERIMENTS, get
 
 

@@ -20,8 +20,8 @@ import logging
 import yaml
 
 from dynamix import cluster, config, rundir
-from dynamix.cli import add_config_arguments, add_out_arguments
 from dynamix.cluster.spec import MAX_WORKERS
+from dynamix.commands.options import add_config_arguments, add_out_arguments
 from dynamix.data import load_cifar10
 from dynamix.rl.domain import sample_set
 

@@ -16,7 +16,7 @@ import json
 import shutil
 
 from dynamix import config, paths
-from dynamix.cli import add_config_arguments, add_progress_argument
+from dynamix.commands.options import add_config_arguments, add_progress_argument
 from dynamix.experiments.shared import resolve_policy
 from dynamix.rundir import lock, out_path
 

@@ -19,7 +19,7 @@ import logging
 
 from dynamix import cluster as clusters
 from dynamix import config, rundir
-from dynamix.cli import add_config_arguments, add_out_arguments, add_progress_argument, cluster_id, policy_id
+from dynamix.commands.options import add_config_arguments, add_out_arguments, add_progress_argument, cluster_id, policy_id
 from dynamix.policies.base import make_policy
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import argparse
 import json
 
 from dynamix import config, rundir
-from dynamix.cli import add_config_arguments, add_out_arguments, add_progress_argument
+from dynamix.commands.options import add_config_arguments, add_out_arguments, add_progress_argument
 from dynamix.models import REGISTRY
 
 DATASETS = {

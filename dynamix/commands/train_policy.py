@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 
 from dynamix import config, paths, rundir
-from dynamix.cli import add_config_arguments
+from dynamix.commands.options import add_config_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from dynamix import config
-from dynamix.cli import add_config_arguments
+from dynamix.commands.options import add_config_arguments
 from dynamix.rundir import lock, out_path
 
 

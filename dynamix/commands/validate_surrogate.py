@@ -16,7 +16,7 @@ import argparse
 import json
 
 from dynamix import config, rundir
-from dynamix.cli import add_config_arguments, add_out_arguments, add_progress_argument
+from dynamix.commands.options import add_config_arguments, add_out_arguments, add_progress_argument
 
 OUTPUTS = ("surrogate_validation.csv", "surrogate_validation.json", "surrogate_summary.csv", "real_summary.csv")
 """What a validation writes into ``OUT``; present without a record, they are someone else's."""
