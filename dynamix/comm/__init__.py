@@ -1,5 +1,23 @@
 """Lossless homomorphic gradient compression (LHC; Li et al., arXiv 2402.07529).
 
+The engine's gradient synchronisation (:mod:`dynamix.engine.sync`) and the simulator's in-process
+reduction (:mod:`dynamix.sim.cluster`) compress with it, and the window metrics
+(:mod:`dynamix.metrics.window`) read its byte and codec-time counts; it imports no other part of
+dynamix.
+
+Modules, in data-flow order (a worker's flat gradient in, the decoded sum out):
+
+- ``topk``     optional and LOSSY: top-k sparsification with error feedback for dense models,
+               before the lossless step;
+- ``bitmap``   the merged non-zero index: one bit per element, packed, OR-reduced across workers;
+- ``hashing``  seeded count-sketch positions and signs, the same table on every rank;
+- ``peel``     the peeling decoder: its schedule from the index alone, then the replay of the
+               summed sketch along it;
+- ``lhc``      one reduction of one flat gradient (index, sizing, encode, decode) with its sizing
+               rule; its public names are re-exported here;
+- ``native``   the C loops of ``codec.c`` (index, sketch positions, encoder, peel and replay),
+               built on first use; without a compiler the tensor versions run.
+
 Workers send (1) a bitmap of their non-zero gradient positions, OR-merged across workers, and
 (2) a count sketch of their values sized from the merged density: 3 hashed counters per element,
 each with a random sign. Both are *homomorphic*: the aggregate is a plain OR / SUM, so a ring

@@ -1,4 +1,21 @@
-"""Data sets (CIFAR-10 sources with their prepared-tensor cache; synthetic interactions and tokens) and batches."""
+"""Data sets and batches: CIFAR-10 from three sources with a prepared-tensor cache, the synthetic
+interaction and token sets, and the per-worker batches cut from them.
+
+Sits on the base modules (:mod:`dynamix.config`, :mod:`dynamix.io`, :mod:`dynamix.seeding`); the
+trainer, the simulator, the engine, the RL environment and the experiments load their data here.
+:func:`load_dataset` returns the set ``data.dataset`` names.
+
+Modules, in data-flow order (files or a seed in, worker batches out):
+
+- ``embed``         build the embedded class-balanced subset ``data/cifar10-mini.tar.gz`` from a
+                    full ImageFolder set (``dynamix make-mini``);
+- ``sources``       CIFAR-10 from torchvision, a local path or the embedded subset, decoded once
+                    into a cached uint8 tensor file;
+- ``interactions``  the seeded synthetic (user, item) set of the NCF workload, in memory;
+- ``tokens``        the seeded synthetic token stream of the LSTM language model, in memory;
+- ``batches``       the global sampler that hands each worker its slice of an iteration's B samples,
+                    normalisation and augmentation (crop, flip).
+"""
 
 from dynamix.config import DataConfig
 

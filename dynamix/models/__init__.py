@@ -1,13 +1,26 @@
 """Registry of models: CIFAR-form (3x32x32 input, 10 logits), ``ncf`` on (user, item) ids, and
 ``lstm-lm`` on token windows.
 
+Sits on torch and :mod:`dynamix.config`; the trainer, the simulator and its calibration, the engine
+and ``dynamix train`` build their models here (:func:`build_model`).
+
+Modules, in the order of their inputs (images, then ids, then tokens; the registry below names
+them):
+
+- ``small``   tiny-cnn and mlp, the CPU-sized models for laptops and CI;
+- ``resnet``  CIFAR ResNets (resnet8, resnet20) and ResNet18/34/50 with a 3x3 stride-1 stem;
+- ``vgg``     VGG11/13/16/19 with batch norm, CIFAR form;
+- ``ncf``     neural collaborative filtering on (user, item) ids: the sparse-gradient workload;
+- ``lstm``    an LSTM language model with a sampled softmax on token windows: the second one.
+
 Paper-size models (VGG11/13/16/19 with batch norm, ResNet18/34/50 in the CIFAR stem variant of
 K. Liu's widely used pytorch-cifar) are the ``paper`` profile's workloads for GPU clusters; the
 CPU-sized ones (tiny-cnn, mlp, resnet8, resnet20 of He et al. 2016, Sec. 4.2) stand in for them on
 laptops and CI. ``width`` multiplies every channel count of the VGG and ResNet families, and the
-embedding dimension (32) of ``ncf``, the sparse-gradient workload (:mod:`dynamix.models.ncf`, trained
-on ``data.dataset = interactions``), and the embedding (32) and hidden (64) sizes of ``lstm-lm``, the
-second (:mod:`dynamix.models.lstm`, a sampled-softmax language model on ``data.dataset = tokens``).
+embedding dimension (32) of ``ncf``, the sparse-gradient workload (:mod:`dynamix.models.ncf`,
+trained on ``data.dataset = interactions``), and the embedding (32) and hidden (64) sizes of
+``lstm-lm``, the second (:mod:`dynamix.models.lstm`, a sampled-softmax language model on
+``data.dataset = tokens``).
 
     >>> from dynamix.models import build_model
     >>> build_model("resnet20").num_parameters()  # doctest: +SKIP
