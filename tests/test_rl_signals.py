@@ -160,7 +160,8 @@ def test_the_new_settings_at_their_defaults_keep_the_config_hash():
     """Settings added at their neutral values (config.HASH_NEUTRAL) keep the hashes that stage records,
     checkpoints and the published cpu run (config 09518d80d260, before its comparison gained the global
     rules) were made under; changed, they count."""
-    cfg = config.load(overrides={"experiments": {"policy_training": {"seeds": 3}}})  # the default profile then
+    earlier_default = {"policy_training": {"seeds": 3}, "compression": {"epochs": 2.0}}  # the default profile then
+    cfg = config.load(overrides={"experiments": earlier_default})
     earlier = ["dynamix", "static:32", "static:64", "static:128", "static:256", "static:512", "lbbsp", "lbbsp:tuned", "gns"]
     cpu = config.load(profile="cpu", overrides={"experiments": {"inference": {"policies": earlier}}})
     assert (cfg.hash(), cpu.hash()) == ("9da821755bef", "09518d80d260")
