@@ -1,7 +1,7 @@
 """LHC against a dense reduction on links with a rate: ranks in network namespaces behind ``tc tbf``.
 
     sudo .venv/bin/python benchmarks/bench_links.py [--workers 2,4] [--links 0,10,1] [--numel 4194304]
-        [--rounds 5] [--engine-iters 30] [--engine-links 1] [--workloads ncf,lstm-lm]
+        [--rounds 5] [--engine-iters 30] [--engine-links 1] [--workloads ncf,lstm-lm] [--out FILE]
 
 Root only (``ip netns``, ``tc``); elsewhere it prints one JSON line saying it skipped. For each
 ``--workers`` N it starts N worker processes and one server process (one torch thread each, gloo),
@@ -33,6 +33,10 @@ cost model's communication time to the measured compute.
 Four ranks (five processes with the server) on a 2-core host are CPU-bound: the codec's time and each
 collective's fixed cost grow with the load, which a link with a rate does not remove. The last line
 is one JSON object (``agg_speedup_{1,10}gbps_1pct`` at the largest N, ``iter_speedup_1gbps_ncf``, ...).
+``--out FILE`` also writes it to FILE with a ``source`` field (this command and the commit), the form of
+the committed record ``docs/expected/links.json`` that the pipeline's compression stage reads beside its
+simulated runs (:data:`dynamix.experiments.compression.LINKS_RECORD`); a run that skips writes nothing,
+so a record is never replaced by a skip.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ from dynamix.comm import Codec
 from dynamix.engine.netns import MASTER_PORT, NetnsCluster, address, device, ns_name
 from dynamix.engine.sync import LHCAggregator, LHCPSClient, LHCRingSync, RingSync, Shard
 from dynamix.evaluation.validate_sim import TOLERANCE_PCT
+from dynamix.experiments.manifest import git_sha
+from dynamix.io import write_json
 
 DENSITIES = (0.001, 0.01, 0.1)
 WORKLOADS = {"ncf": "interactions", "lstm-lm": "tokens"}  # model -> its data set
@@ -303,6 +309,7 @@ def main() -> None:
     ap.add_argument("--engine-iters", type=int, default=30, help="engine iterations per run (0: skip)")
     ap.add_argument("--engine-links", default="1", help="link speeds of the engine runs (Gbit/s, > 0)")
     ap.add_argument("--workloads", default="ncf,lstm-lm", help=f"engine workloads, of {', '.join(WORKLOADS)}")
+    ap.add_argument("--out", help="also write the JSON object, with its source, to this file")
     ap.add_argument("--rank-of", nargs=5, help=argparse.SUPPRESS)  # internal: one rank in its namespace
     args = ap.parse_args()
     if args.rank_of:
@@ -358,6 +365,9 @@ def main() -> None:
         summary["paper_anchor_iteration_speedup"] = 3.74
     summary["wall_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(summary))
+    if args.out:
+        source = f"benchmarks/bench_links.py {' '.join(sys.argv[1:])} at commit {git_sha()}"
+        write_json(args.out, {**summary, "source": source})
 
 
 if __name__ == "__main__":

@@ -44,6 +44,10 @@ def test_writes_the_documented_tables_and_the_figure(stage):
     assert figures[0].stat().st_size > 1000 and figures[0].with_suffix(".pdf").exists()
     # one target per cluster, shared by both compressions
     assert per_run.groupby("cluster")["target_accuracy"].nunique().eq(1).all()
+    # the measured links beside the clusters (tests/test_compression_links.py): one static batch size here
+    links = pd.read_csv(out / "links.csv")
+    assert list(links.columns) == compression.LINK_COLUMNS and summary["links_record"] == "docs/expected/links.json"
+    assert summary["best_static_batch"] == {c: {"none": 64, "lhc": 64, "changes": None} for c in per_run["cluster"]}
 
 
 def test_lhc_runs_compress_and_learn_as_the_uncompressed_ones(stage):

@@ -47,26 +47,51 @@ Outputs in ``out_dir``:
   faster; does not hold: slower; tie; inconclusive), ``time_none_s`` and ``time_lhc_s`` (mean censored
   time to target), ``unreached_none`` and ``unreached_lhc`` (runs that missed the target),
   ``mean_global_batch_none`` and ``mean_global_batch_lhc``, ``compression_ratio_lhc``.
+- ``links.csv``: the measured links beside the simulated ones, :data:`LINK_COLUMNS`, one row per
+  architecture (``arch``: ring | ps), link speed (``gbps``, Gbit/s) and ``density`` (fraction of the
+  gradient non-zero in the measured aggregation) that :data:`LINKS_RECORD` measured on a link with a
+  rate, and per simulated ``cluster`` at that architecture and link speed (its slowest link on the
+  reduction's path, :func:`cluster_link`); a simulated cluster at a link speed the record does not hold
+  has one row, its ``density`` empty. ``coverage``: measured and simulated | measured only | simulated
+  only. Measured (empty where not measured): ``workers_measured`` (ranks), ``agg_speedup`` (dense
+  reduction time / LHC's), ``model_agg_speedup`` (the cost model's prediction from the link rate, the
+  measured latency, wire bytes and codec time), ``agg_model_error_pct`` (100 (model - measured) /
+  measured), ``iter_speedup`` and ``model_iter_speedup`` (this stage's workload per iteration in the
+  engine, measured on rings only). Simulated (empty without a simulated cluster): ``best_batch_none``
+  and ``best_batch_lhc`` (the static batch size per worker with the shortest mean time to target,
+  unreached runs censored as in ``fastest_policy``), ``margin_none`` and ``margin_lhc`` (the runner-up
+  static batch's mean time over the best's: near 1, a near tie), ``unreached_none`` and
+  ``unreached_lhc`` (the best's runs that missed the target), ``best_changes`` (whether compression
+  changes the best static batch; empty with fewer than two static batch sizes). The record is
+  measured, never run here (root, network namespaces, minutes); without it the table holds the
+  simulated clusters alone and the log says so.
 - ``summary.json``: targets, the fastest policy per cluster and compression, means and t intervals per
-  (cluster, compression, policy), the ratio rows, the agent's training workload.
+  (cluster, compression, policy), the ratio rows, the agent's training workload, the link record read
+  (``links_record``, null without one) and each cluster's best static batch with and without
+  compression (``best_static_batch``).
 - ``manifest.json``. Figure (``figures``): time to target and mean global batch per policy with and
   without compression, and the ratio with its interval.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import re
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from dynamix import cluster, io, plots
+from dynamix import cluster, io, paths, plots
 from dynamix.config import Config
+from dynamix.errors import InputFileError
 from dynamix.evaluation import stats
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary, run_totals
-from dynamix.evaluation.targets import censored_time, target_accuracy, with_targets
+from dynamix.evaluation.targets import censored_time, missed, target_accuracy, with_targets
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import read_manifest, write_manifest
 
@@ -85,6 +110,28 @@ RATIO_COLUMNS = ["cluster", "policy", "ratio", "ci_lo", "ci_hi", "n_seeds", "ver
                  "unreached_none", "unreached_lhc", "mean_global_batch_none", "mean_global_batch_lhc",
                  "compression_ratio_lhc"]
 """The columns of ``compression.csv``."""
+LINK_COLUMNS = ["arch", "gbps", "density", "coverage", "workers_measured", "agg_speedup",
+                "model_agg_speedup", "agg_model_error_pct", "iter_speedup", "model_iter_speedup", "cluster",
+                "best_batch_none", "best_batch_lhc", "margin_none", "margin_lhc", "unreached_none",
+                "unreached_lhc", "best_changes"]
+"""The columns of ``links.csv``."""
+_MEASURED = ["arch", "gbps", "density", "workers_measured", "agg_speedup", "model_agg_speedup",
+             "agg_model_error_pct", "iter_speedup", "model_iter_speedup"]
+"""The columns of ``links.csv`` read from the measured record."""
+_BEST = ["best_batch_none", "best_batch_lhc", "margin_none", "margin_lhc", "unreached_none", "unreached_lhc",
+         "best_changes"]
+"""The columns of ``links.csv`` read from the simulated runs."""
+LINKS_RECORD = paths.ROOT / "docs" / "expected" / "links.json"
+"""The measured link results the stage reads beside its simulated runs: the JSON object
+``benchmarks/bench_links.py --out`` writes (its last stdout line plus ``source``, the command and
+commit). Measuring needs root, network namespaces and minutes, so the stage reads this committed record
+and never runs the benchmark. A module constant: the path is part of the stage, not of an experiment's
+settings (DVC lists it among the stage's dependencies)."""
+_AGG = re.compile(r"(model_)?agg_speedup_(?P<gbps>\d+(?:\.\d+)?)gbps_(?P<pct>\d+(?:\.\d+)?)pct(?P<ps>_ps)?")
+"""A record's aggregation speed-up (``model_``: the cost model's) at a link rate and density, through
+the server with ``_ps``; unshaped links and the 2-worker anchor do not match."""
+_ITER = re.compile(r"(model_)?iter_speedup_(?P<gbps>\d+(?:\.\d+)?)gbps_(?P<workload>\w+)")
+"""A record's per-iteration speed-up of a workload in the engine (``lstm-lm`` written ``lstm_lm``)."""
 
 
 def workload(cfg: Config, compression: str) -> Config:
@@ -160,6 +207,152 @@ def fastest(per_run: pd.DataFrame) -> dict[str, dict[str, str]]:
     return out
 
 
+# ---- the measured links beside the simulated ones (links.csv) ---------------------------------------------
+def read_links(path: Path = LINKS_RECORD) -> dict | None:
+    """The measured link record at ``path``, checked (:func:`check_links`); None when there is none, said
+    in one log line, so the stage still reports its simulated clusters."""
+    if not path.exists():
+        log.warning("no measured link record at %s: links.csv holds the simulated clusters only",
+                    paths.relative(path))
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputFileError(f"{path}: not a measured link record ({type(exc).__name__}: {exc})") from None
+    return check_links(record, str(path))
+
+
+def check_links(record: Any, where: str) -> dict:
+    """``record`` if it is a measured link record, else an :class:`~dynamix.errors.InputFileError` naming
+    the field: a numbers-only table put beside simulated results must say where it came from
+    (``source``), for how many ranks (``workers``), and hold positive, finite speed-ups."""
+    if not isinstance(record, dict):
+        raise InputFileError(f"{where}: a measured link record is a JSON object, got {type(record).__name__}")
+    if "skipped" in record:
+        raise InputFileError(f"{where}: field 'skipped': the benchmark measured nothing ({record['skipped']})")
+    if not isinstance(record.get("source"), str) or not record["source"].strip():
+        raise InputFileError(f"{where}: field 'source' must name the command and commit that measured it")
+    workers = record.get("workers")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
+        raise InputFileError(f"{where}: field 'workers' must be an integer >= 2 (the ranks measured), "
+                             f"got {workers!r}")
+    for key, value in record.items():
+        if (_AGG.fullmatch(key) or _ITER.fullmatch(key)) and not _positive(value):
+            raise InputFileError(f"{where}: field {key!r} must be a positive finite number, got {value!r}")
+    if not any((m := _AGG.fullmatch(k)) and not m.group(1) for k in record):
+        raise InputFileError(f"{where}: no field 'agg_speedup_<G>gbps_<P>pct': no link with a rate measured")
+    return record
+
+
+def _positive(value: Any) -> bool:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
+
+
+def measured_links(record: Mapping[str, Any], workload: str) -> pd.DataFrame:
+    """One row per architecture, link rate and density the record measured: LHC's aggregation speed-up
+    over dense and the cost model's, and on rings (the engine runs a ring) ``workload``'s per-iteration
+    speed-up at that rate. Unshaped links have neither a rate to match nor a prediction: left out."""
+    iters = {(float(m["gbps"]), bool(m.group(1))): v for k, v in record.items()
+             if (m := _ITER.fullmatch(k)) and m["workload"] == workload.replace("-", "_")}
+    rows = []
+    for key, value in record.items():
+        m = _AGG.fullmatch(key)
+        if m is None or m.group(1):
+            continue
+        gbps, ring = float(m["gbps"]), not m["ps"]
+        model = record.get(f"model_{key}", math.nan)
+        rows.append({"arch": "ring" if ring else "ps", "gbps": gbps, "density": float(m["pct"]) / 100,
+                     "workers_measured": record["workers"], "agg_speedup": value, "model_agg_speedup": model,
+                     "agg_model_error_pct": 100 * (model - value) / value,
+                     "iter_speedup": iters.get((gbps, False), math.nan) if ring else math.nan,
+                     "model_iter_speedup": iters.get((gbps, True), math.nan) if ring else math.nan})
+    dtypes = {"arch": object, **{c: float for c in _MEASURED[1:]}, "workers_measured": "Int64"}
+    return pd.DataFrame(rows, columns=_MEASURED).astype(dtypes)
+
+
+def cluster_link(spec: cluster.ClusterSpec) -> tuple[str, float]:
+    """A cluster's architecture and the link speed (Gbit/s) its reduction runs at, to match a measured
+    link: the slowest link on the reduction's path, the workers' and through a parameter server the
+    server's (what T_ring and T_ps divide by, :mod:`dynamix.cluster.costmodel`), as specified (events
+    aside)."""
+    gbps = min(w.bandwidth_gbps for w in spec.workers)
+    if spec.architecture.kind == "ps":
+        gbps = min(gbps, spec.architecture.server_bandwidth_gbps)
+    return spec.architecture.kind, gbps
+
+
+def best_static(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per cluster: the static batch size (per worker) with the shortest mean time to target without and
+    with compression, ranked as :func:`fastest` ranks policies (unreached runs censored), the runner-up's
+    time over the best's, the best's missed runs, and whether compression changes the best (empty with
+    fewer than two static batch sizes: nothing to change)."""
+    s = per_run.assign(t=censored_time(per_run), missed=missed(per_run),
+                       batch=per_run["policy"].str.extract(r"^static:(\d+)$", expand=False).astype(float))
+    rows = []
+    for name, g in s.groupby("cluster", sort=False):
+        row: dict[str, Any] = {"cluster": name}
+        for comp in COMPRESSIONS:
+            r = _ranked_static(g[g["compression"] == comp])
+            row |= {f"best_batch_{comp}": r["batch"].iloc[0] if len(r) else pd.NA,
+                    f"margin_{comp}": r["t"].iloc[1] / r["t"].iloc[0] if len(r) > 1 else math.nan,
+                    f"unreached_{comp}": r["unreached"].iloc[0] if len(r) else pd.NA}
+        ranked = not (math.isnan(row["margin_none"]) or math.isnan(row["margin_lhc"]))
+        row["best_changes"] = row["best_batch_none"] != row["best_batch_lhc"] if ranked else pd.NA
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=["cluster", *_BEST])
+    ints = {c: "Int64" for c in ("best_batch_none", "best_batch_lhc", "unreached_none", "unreached_lhc")}
+    return out.astype({**ints, "best_changes": "boolean"})
+
+
+def _ranked_static(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs``' static batch sizes, fastest first: mean censored time ``t`` and missed runs per batch."""
+    return (runs.dropna(subset=["batch"]).groupby("batch").agg(t=("t", "mean"), unreached=("missed", "sum"))
+            .reset_index().sort_values(["t", "batch"], ignore_index=True))
+
+
+def links_table(record: Mapping[str, Any] | None, per_run: pd.DataFrame,
+                cluster_links: Mapping[str, tuple[str, float]], workload: str) -> pd.DataFrame:
+    """``links.csv`` (:data:`LINK_COLUMNS`): the record's measured links (none: ``record`` is None) beside
+    each simulated cluster's best static batch, joined on architecture and link speed
+    (``cluster_links``: cluster -> :func:`cluster_link`); what only one side covers is said in
+    ``coverage``, never filled in."""
+    measured = measured_links(record or {}, workload)
+    best = best_static(per_run)
+    best.insert(1, "arch", [cluster_links[n][0] for n in best["cluster"]])
+    best.insert(2, "gbps", [float(cluster_links[n][1]) for n in best["cluster"]])
+    table = measured.merge(best, on=["arch", "gbps"], how="outer", indicator="coverage")
+    table["coverage"] = table["coverage"].map({"both": "measured and simulated", "left_only": "measured only",
+                                               "right_only": "simulated only"}).astype(str)
+    return table.sort_values(["arch", "gbps", "density", "cluster"], ignore_index=True)[LINK_COLUMNS]
+
+
+def write_links(per_run: pd.DataFrame, specs: list[cluster.ClusterSpec], workload: str, out: Path,
+                record_path: Path = LINKS_RECORD) -> pd.DataFrame:
+    """Build and write ``out/links.csv``, and say in one log line at which link speeds compression changes
+    the best static batch size."""
+    table = links_table(read_links(record_path), per_run, {s.name: cluster_link(s) for s in specs}, workload)
+    io.write_csv(table, out / "links.csv")
+    changed = table[table["best_changes"].fillna(False)].drop_duplicates("cluster")
+    log.info("compression changes the best static batch on %s", ", ".join(
+        f"{r.cluster} ({r.arch}, {r.gbps:g} Gbit/s: {r.best_batch_none} -> {r.best_batch_lhc})"
+        for r in changed.itertuples()) or "no simulated cluster")
+    return table
+
+
+def best_batches(links: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per simulated cluster of ``links.csv``: its best static batch without and with compression and
+    whether compression changes it (None: not ranked), as plain values for ``summary.json``."""
+    best = links.dropna(subset=["cluster"]).drop_duplicates("cluster")
+    return {r["cluster"]: {"none": _plain(r["best_batch_none"]), "lhc": _plain(r["best_batch_lhc"]),
+                           "changes": _plain(r["best_changes"])} for _, r in best.iterrows()}
+
+
+def _plain(value: Any) -> Any:
+    """A table cell as a JSON value: missing -> None, numpy scalars -> Python's."""
+    return None if pd.isna(value) else value.item() if hasattr(value, "item") else value
+
+
 def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     e = cfg.experiments.compression
@@ -195,6 +388,9 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         "by_compression_and_policy": agg.to_dict(orient="records"),
         "lhc_vs_none": ratios.to_dict(orient="records"),
     }
+    links = write_links(per_run, specs, e.model, out)
+    summary["links_record"] = paths.relative(LINKS_RECORD) if LINKS_RECORD.exists() else None
+    summary["best_static_batch"] = best_batches(links)
     io.write_json(out / "summary.json", summary)
     write_manifest(out, cfg, NAME, {"clusters": list(e.clusters)})
     return summary

@@ -90,8 +90,11 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         "sparse workload (ncf on the interaction data) with and without lossless homomorphic compression "
         "(`engine.compression: lhc`, arXiv 2402.07529): time to target, the global batch each policy "
         "chooses, and each policy's time with compression over its time without (paired by seed). The "
-        "agent is the policy_training stage's, trained on another workload (a transfer).",
-        ('pd.read_csv(results / "compression" / "compression.csv")',),
+        "agent is the policy_training stage's, trained on another workload (a transfer). Last, the "
+        "measured links (`docs/expected/links.json`) beside the cost model's predictions and each "
+        "simulated cluster's best static batch with and without compression (`links.csv`).",
+        ('pd.read_csv(results / "compression" / "compression.csv")',
+         'pd.read_csv(results / "compression" / "links.csv")'),
     ),
 )
 
