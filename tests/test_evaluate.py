@@ -189,7 +189,7 @@ def test_tasks_that_differ_only_in_their_labels_simulate_once(setup, monkeypatch
     cfg, spec, cost = setup
     calls = []
     real = runner.simulate_task
-    monkeypatch.setattr(runner, "simulate_task", lambda t, c, cache: calls.append(t.policy) or real(t, c, cache))
+    monkeypatch.setattr(runner, "simulate_task", lambda t, *rest: calls.append(str(t.policy)) or real(t, *rest))
     tasks = [SimTask(spec, cfg, "static:16", 0), SimTask(spec, cfg, "static:16", 0, label="tuned"),
              SimTask(spec, cfg, "static:32", 0)]
     runs = run_simulations(tasks, progress=False, cost=cost)

@@ -24,7 +24,7 @@ from dynamix.config import ConfigError
 from dynamix.evaluation.budget import BUDGETS
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import evaluate
-from dynamix.policies.base import make_policy
+from dynamix.policies.base import BatchSizePolicy, PolicySpec, make_policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +55,19 @@ def check_target(value: float | None) -> float | None:
     return value
 
 
+def checked_policy(text: str, bounds: config.BatchConfig) -> tuple[PolicySpec, BatchSizePolicy]:
+    """``--policy TEXT`` parsed and made, refused when ``bounds`` would reject its sizes."""
+    spec = PolicySpec.parse(text)
+    return spec, make_policy(spec, bounds=bounds)
+
+
+def compared_policy(text: str, made: dict[PolicySpec, BatchSizePolicy]) -> BatchSizePolicy:
+    """``--compare``'s policy, checked before any run: the evaluated one of that spec when it is among
+    them, so its artifact is not read again."""
+    spec = PolicySpec.parse(text)
+    return made[spec] if spec in made else make_policy(spec)
+
+
 def main(args: argparse.Namespace) -> int:
     out = rundir.out_path(args.out)
     cfg = config.load(args.params, args.profile, args.overrides)
@@ -62,24 +75,25 @@ def main(args: argparse.Namespace) -> int:
     config.check_value("--seeds", args.seeds, config.rng(1, 1000))
     config.check_value("--jobs", args.jobs, config.rng(1, 256))
     specs = [clusters.load(c) for c in args.cluster]
-    policies = [make_policy(p, bounds=cfg.batch) for p in args.policy]
+    made = [checked_policy(p, cfg.batch) for p in args.policy]  # (spec, policy) in the order given
+    policies = [policy for _, policy in made]
     for option, names in (("--cluster", [s.name for s in specs]), ("--policy", [p.name for p in policies])):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:  # each would be run and counted twice under one label
             raise ConfigError(f"{option} names {config.clip(', '.join(twice))} more than once: give each once")
-    if args.compare:
-        make_policy(args.compare)
+    by_spec = dict(made)  # evaluate runs these: a trained policy's artifact is read once
+    compared = compared_policy(args.compare, by_spec) if args.compare else None
     ident = rundir.identity("evaluate", policy=[policy_id(p) for p in policies], cluster=[cluster_id(s) for s in specs],
                             seed=args.seeds, config=cfg.to_dict(), target_accuracy=target, budget=args.budget)
     rundir.claim(out, ident, args.force)
-    _, summary = evaluate(specs, args.policy, cfg, args.seeds, out, target, progress=not args.no_progress,
-                          cache_dir=args.cache, budget=args.budget, jobs=args.jobs)
+    _, summary = evaluate(specs, list(by_spec), cfg, args.seeds, out, target, progress=not args.no_progress,
+                          cache_dir=args.cache, budget=args.budget, jobs=args.jobs, policies=by_spec)
     rundir.finish(out)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.groupby(["cluster", "policy"])[["time_to_target_s", "final_accuracy", "total_time_s"]]
               .median().round(3).to_string())
-        if args.compare:
-            table = compare(summary, make_policy(args.compare).name)
+        if compared is not None:
+            table = compare(summary, compared.name)
             io.write_csv(table, out / "compare.csv")
             print(table.round(3).to_string(index=False))
     return 0

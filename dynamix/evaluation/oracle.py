@@ -34,6 +34,8 @@ from dynamix.config import Config
 from dynamix.evaluation.runner import SimTask, run_tasks
 from dynamix.evaluation.runs import run_totals
 from dynamix.evaluation.targets import censored_time, time_to_target
+from dynamix.policies.base import PolicySpec, parse_spec_args
+from dynamix.policies.oracle import OracleOptions
 
 ORACLE = "oracle"
 """The ``policy`` label of the chosen B's runs in a comparison's per-run summary."""
@@ -52,9 +54,10 @@ def member_spec(batch: int, then: int = 0, at: float = 0.0) -> str:
     return f"oracle:batch={int(batch)}" + (f",then={int(then)},at={at:g}" if then else "")
 
 
-def _members(policy: str) -> dict:
-    args = dict(item.split("=") for item in policy.split(":", 1)[1].split(","))
-    return {"batch": int(args["batch"]), "then": int(args.get("then", 0)), "at": float(args.get("at", 0.0))}
+def _members(policy: PolicySpec) -> dict:
+    """A member's ``batch``, ``then`` and ``at``, read from its spec as the oracle policy reads them."""
+    o = parse_spec_args(policy.kind, policy.arg, OracleOptions)
+    return {"batch": int(o.batch), "then": int(o.then), "at": float(o.at)}
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def oracle_search(spec: ClusterSpec, cfg: Config, batches: Sequence[int], seeds:
     def run(policies: Sequence[str]) -> pd.DataFrame:
         tasks = [SimTask(spec, cfg, p, int(s)) for p in policies for s in seeds]
         frames = run_tasks(tasks, jobs, f"oracle {spec.name}", cost, cache, progress)
-        return pd.DataFrame([{"cluster": spec.name, "policy": t.policy, **_members(t.policy), "seed": t.seed,
+        return pd.DataFrame([{"cluster": spec.name, "policy": str(t.policy), **_members(t.policy), "seed": t.seed,
                               "time_to_target_s": time_to_target(f, target_accuracy), **run_totals(f)}
                              for t, f in zip(tasks, frames)])
 

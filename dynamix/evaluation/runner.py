@@ -3,7 +3,8 @@
 A :class:`SimTask` is one run (cluster, full config, policy spec, seed). :func:`run_tasks` runs a list
 of them, in ``jobs`` spawned processes with one torch thread each when ``jobs > 1``, or as Ray tasks
 (``executor.kind: ray``, :mod:`dynamix.evaluation.executor`), and returns their rows in task order
-whatever the scheduling (every run seeds itself from its seed). :func:`budgets`
+whatever the scheduling (every run seeds itself from its seed). Each process makes a spec's policy once
+and resets it for every run, so a trained policy's artifact is read once, not once per seed. :func:`budgets`
 fixes each cluster's budget (:mod:`dynamix.evaluation.budget`) and :func:`evaluate` is the whole
 protocol of ``dynamix evaluate``::
 
@@ -45,7 +46,7 @@ from dynamix.evaluation.cache import cache_path, cached_run, store
 from dynamix.evaluation.runs import run_totals
 from dynamix.evaluation.targets import set_targets
 from dynamix.metrics.schema import RUNS_COLUMNS
-from dynamix.policies.base import BatchSizePolicy, Bounds, make_policy
+from dynamix.policies.base import BatchSizePolicy, Bounds, PolicySpec, make_policy
 from dynamix.rl.artifact import artifact_paths
 from dynamix.sim import progress as surrogate
 from dynamix.sim.cluster import calibrated_cost
@@ -57,30 +58,28 @@ SUMMARY_COLUMNS = ["cluster", "policy", "seed", "time_to_target_s", "final_accur
                    "target_accuracy", "iterations", "mean_global_batch", "budget", "budget_s", "clamped"]
 
 
-def policy_label(spec: str) -> str:
-    """Short legend label: ``dynamix:/x/y/dynamix.zip`` -> ``dynamix``; others unchanged."""
-    kind, _, _ = spec.partition(":")
-    return kind if kind == "dynamix" else spec
-
-
 @dataclass(frozen=True)
 class SimTask:
     """One simulated run: a cluster, a full config (workload, budget), a policy spec and a seed.
 
+    ``policy`` may be given as text: it is parsed here, once, and a bad spec fails before any run.
     ``keys`` become extra columns of every row of :func:`run_simulations` (e.g. ``optimizer``,
     ``n_workers``), so one tidy ``runs.csv`` holds a whole grid.
     """
 
     spec: ClusterSpec
     cfg: Config
-    policy: str
+    policy: PolicySpec
     seed: int
     keys: tuple[tuple[str, Any], ...] = ()
-    label: str = ""  # the ``policy`` column of run_simulations; default: policy_label(policy)
+    label: str = ""  # the ``policy`` column of run_simulations; default: policy.label
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", PolicySpec.parse(self.policy))
 
     @property
     def run_id(self) -> str:
-        return io.run_id(self.spec.name, *(v for _, v in self.keys), self.label or self.policy, self.seed)
+        return io.run_id(self.spec.name, *(v for _, v in self.keys), self.label or str(self.policy), self.seed)
 
 
 @functools.lru_cache(maxsize=2)
@@ -101,20 +100,46 @@ def _clamped(task: SimTask, policy: BatchSizePolicy, frame: pd.DataFrame) -> pd.
     return frame.assign(clamped=policy.unmet_request(task.spec.n_workers, bounds) is not None)
 
 
-def simulate_task(task: SimTask, cost: CostModel, cache: Path | None = None) -> pd.DataFrame:
-    """The simulator's rows of one task (read back from ``cache`` when it ran before), timed by ``cost``,
-    with a ``clamped`` column: True when the policy cannot run as its spec asks on this cluster (a
-    global batch its workers cannot hold within ``batch.min``/``batch.max``; the simulator logs why)."""
-    policy = make_policy(task.policy)
+def simulate_task(task: SimTask, policy: BatchSizePolicy, cost: CostModel,
+                  cache: Path | None = None) -> pd.DataFrame:
+    """The simulator's rows of one task under ``policy``, the one made from its spec
+    (:func:`made_policies`, :func:`_worker_policy`), read back from ``cache`` when it ran before, timed
+    by ``cost``, with a ``clamped`` column: True when the policy cannot run as its spec asks on this
+    cluster (a global batch its workers cannot hold within ``batch.min``/``batch.max``; the simulator
+    logs why)."""
     frame = cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: _simulate(task, cost, policy))
     return _clamped(task, policy, frame)
 
 
-def _files(policy: str, surrogate_path: Path | None) -> dict[str, bytes]:
+def made_policies(specs: Iterable[PolicySpec],
+                  made: Mapping[PolicySpec, BatchSizePolicy] | None = None) -> dict[PolicySpec, BatchSizePolicy]:
+    """One policy per distinct spec of ``specs``: those in ``made`` (e.g. already checked against the
+    bounds) as they are, the others made here. A policy starts afresh at every run's reset, so one
+    instance serves all its spec's runs and a trained policy's artifact is read once."""
+    out = dict(made or {})
+    for spec in specs:
+        if spec not in out:
+            out[spec] = make_policy(spec)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _worker_policy(spec: PolicySpec) -> BatchSizePolicy:
+    """A worker process's policy for ``spec``, made by its first run and reset by every later one. A pool
+    worker lives for one sweep; a Ray worker reads trained policies only at folders named by their
+    content (:func:`~dynamix.evaluation.executor.materialize`), so one spec never means two artifacts."""
+    return make_policy(spec)
+
+
+def _pooled(task: SimTask, cost: CostModel, cache: Path | None) -> pd.DataFrame:
+    """:func:`simulate_task` in a pool worker, under that worker's policy for the task's spec."""
+    return simulate_task(task, _worker_policy(task.policy), cost, cache)
+
+
+def _files(policy: PolicySpec, surrogate_path: Path | None) -> dict[str, bytes]:
     """What a run reads from the driver's disk, by name: a trained policy's pair (``dynamix:PATH``) and
     the fitted surrogate (``rl.backend: surrogate``); shipped to Ray nodes, which may lack them."""
-    kind, _, arg = policy.partition(":")
-    files = {p.name: p.read_bytes() for p in artifact_paths(arg)} if kind == "dynamix" else {}
+    files = {p.name: p.read_bytes() for p in artifact_paths(policy.path)} if policy.path is not None else {}
     if surrogate_path is not None:
         files[SHIPPED_SURROGATE] = surrogate_path.read_bytes()
     return files
@@ -129,12 +154,12 @@ def simulate_shipped(task: SimTask, cost: CostModel, files: Mapping[str, bytes])
     shipped (:func:`_files`), written to this node first (:func:`~dynamix.evaluation.executor.materialize`)."""
     if files:
         folder = executor.materialize(files)
-        kind, _, arg = task.policy.partition(":")
-        if kind == "dynamix":
-            task = dataclasses.replace(task, policy=f"dynamix:{folder / artifact_paths(arg)[0].name}")
+        if task.policy.path is not None:
+            shipped = PolicySpec.trained(folder / artifact_paths(task.policy.path)[0].name)
+            task = dataclasses.replace(task, policy=shipped)
         if SHIPPED_SURROGATE in files:
             task = dataclasses.replace(task, cfg=with_overrides(task.cfg, {"rl": {"surrogate": str(folder / SHIPPED_SURROGATE)}}))
-    return _simulate(task, cost, make_policy(task.policy))
+    return _simulate(task, cost, _worker_policy(task.policy))
 
 
 def workload_costs(tasks: Sequence[SimTask]) -> list[CostModel]:
@@ -172,7 +197,7 @@ def _in_pool(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path |
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_sigint)
     try:
-        futures = {pool.submit(simulate_task, t, costs[i], cache): i for i, t in enumerate(tasks)}
+        futures = {pool.submit(_pooled, t, costs[i], cache): i for i, t in enumerate(tasks)}
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
     except BaseException:  # Ctrl-C or a failed run: stop the runs in flight now (finished ones are cached)
@@ -183,16 +208,13 @@ def _in_pool(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path |
     pool.shutdown()
 
 
-def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None,
-            cpus: int) -> Iterator[tuple[int, pd.DataFrame]]:
+def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None, cpus: int,
+            policies: Mapping[PolicySpec, BatchSizePolicy]) -> Iterator[tuple[int, pd.DataFrame]]:
     """(index, rows) of every task: the cached runs read here, the others simulated as Ray tasks
     (:func:`simulate_shipped`, with the files they read) and cached here as their rows arrive, so this
-    process alone touches the cache; ``cpus``: those of a Ray started here."""
+    process alone touches the cache; ``cpus``: those of a Ray started here; ``policies``: each task's
+    policy by spec, for the cache keys."""
     executor.connect(tasks[0].cfg.executor, cpus)
-    policies: dict[str, BatchSizePolicy] = {}
-    for t in tasks:
-        if t.policy not in policies:
-            policies[t.policy] = make_policy(t.policy)
     where = [cache_path(cache, t.cfg, costs[i], t.spec, policies[t.policy], t.seed) if cache is not None else None
              for i, t in enumerate(tasks)]
     todo = []
@@ -201,7 +223,7 @@ def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | 
             yield i, _clamped(t, policies[t.policy], pd.read_csv(where[i]))
         else:
             todo.append(i)
-    packed: dict[tuple[str, Path | None], dict[str, bytes]] = {}
+    packed: dict[tuple[PolicySpec, Path | None], dict[str, bytes]] = {}
     calls = []
     for i in todo:
         t = tasks[i]
@@ -218,9 +240,12 @@ def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | 
 
 
 def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost: CostModel | None = None,
-              cache: Path | None = None, progress: bool = True) -> list[pd.DataFrame]:
+              cache: Path | None = None, progress: bool = True,
+              policies: Mapping[PolicySpec, BatchSizePolicy] | None = None) -> list[pd.DataFrame]:
     """Every task's rows (:func:`simulate_task`), in task order. ``cost`` times every task; None: each
-    workload's calibrated cost model, resolved here once per workload, not once per task.
+    workload's calibrated cost model, resolved here once per workload, not once per task. ``policies``:
+    policies already made, by spec, that the runs in this process use instead of making their own
+    (:func:`made_policies`; spawned processes make theirs once each).
 
     Where the runs execute is the tasks' ``executor`` section (one for the sweep,
     :class:`~dynamix.config.ExecutorConfig`): ``local`` runs them in this process, or in ``jobs``
@@ -243,11 +268,12 @@ def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost:
     todo = sorted(first.values())
     run, run_costs = [tasks[i] for i in todo], [costs[i] for i in todo]
     if on_ray:
-        finished = _on_ray(run, run_costs, cache, jobs)
+        finished = _on_ray(run, run_costs, cache, jobs, made_policies((t.policy for t in run), policies))
     elif jobs > 1:
         finished = _in_pool(run, run_costs, cache, jobs)
     else:
-        finished = ((k, simulate_task(t, run_costs[k], cache)) for k, t in enumerate(run))
+        made = made_policies((t.policy for t in run), policies)
+        finished = ((k, simulate_task(t, made[t.policy], run_costs[k], cache)) for k, t in enumerate(run))
     bar = tqdm(total=len(run), desc=desc, unit="run", disable=not progress)
     done: dict[int, pd.DataFrame] = {}
     for k, frame in finished:
@@ -267,7 +293,7 @@ def same_run(task: SimTask, cost: CostModel) -> str:
 def label(task: SimTask, frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the task's ``run_id``, ``policy`` label, ``cluster`` and ``keys`` columns."""
     frame["run_id"] = task.run_id
-    frame["policy"] = task.label or policy_label(task.policy)
+    frame["policy"] = task.label or task.policy.label
     frame["cluster"] = task.spec.name
     for k, v in task.keys:
         frame[k] = v
@@ -301,10 +327,11 @@ def budgets(groups: Sequence[tuple[ClusterSpec, Config]], budget: str, jobs: int
     return out
 
 
-def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Sequence[str], cfg: Config,
-             seeds: int | Iterable[int], out_dir: str | Path | None = None, target_accuracy: float | None = None,
-             progress: bool = True, cost: CostModel | None = None, cache_dir: str | Path | None = None,
-             budget: str | None = None, jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Sequence[str | PolicySpec],
+             cfg: Config, seeds: int | Iterable[int], out_dir: str | Path | None = None,
+             target_accuracy: float | None = None, progress: bool = True, cost: CostModel | None = None,
+             cache_dir: str | Path | None = None, budget: str | None = None, jobs: int = 1,
+             policies: Mapping[PolicySpec, BatchSizePolicy] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Simulate every (cluster, policy, seed); returns (runs_df, summary_df), written to ``out_dir``.
 
     ``budget`` is ``time`` or ``epochs`` (default ``cfg.rl.eval_budget``; :mod:`dynamix.evaluation`);
@@ -312,29 +339,31 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     Finished runs are cached under ``cache_dir`` (default ``out_dir/cache``), so an interrupted or
     extended evaluation (another policy, more seeds) only simulates what is new, and several
     processes may share one cache. ``cost`` overrides the calibrated simulator cost model; ``jobs``
-    runs that many processes (:func:`run_tasks`).
+    runs that many processes (:func:`run_tasks`); ``policies``: those of ``policy_specs`` the caller has
+    made already (:func:`made_policies`).
     """
     budget = check_budget(budget or cfg.rl.eval_budget)
     specs = [s if isinstance(s, ClusterSpec) else clusters.load(s) for s in cluster_specs]
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not specs or not policy_specs or not seed_list:
         raise ValueError("evaluate needs at least one cluster, one policy and one seed")
-    names = {p: make_policy(p).name for p in policy_specs}  # load (and validate) every policy up front
+    asked = [PolicySpec.parse(p) for p in policy_specs]
+    made = made_policies(asked, policies)  # every policy made (and its spec checked) up front, once
     cache = Path(cache_dir) if cache_dir is not None else (Path(out_dir) / "cache" if out_dir is not None else None)
     if cost is None:
         cost = calibrated_cost(cfg)
     run_cfgs = budgets([(spec, cfg) for spec in specs], budget, jobs, cost, cache, progress)
     tasks, budget_of = [], []
     for spec, (run_cfg, budget_s) in zip(specs, run_cfgs):
-        for p in names:
+        for p in dict.fromkeys(asked):
             for seed in seed_list:
                 tasks.append(SimTask(spec, run_cfg, p, seed))
                 budget_of.append(budget_s)
-    frames = run_tasks(tasks, jobs, "evaluate", cost, cache, progress)
+    frames = run_tasks(tasks, jobs, "evaluate", cost, cache, progress, made)
     rows = []
     for task, frame, budget_s in zip(tasks, frames, budget_of):
         frame.insert(0, "cluster", task.spec.name)
-        rows.append({"cluster": task.spec.name, "policy": names[task.policy], "seed": task.seed,
+        rows.append({"cluster": task.spec.name, "policy": made[task.policy].name, "seed": task.seed,
                      **run_totals(frame), "budget": budget, "budget_s": budget_s,
                      "clamped": bool(frame["clamped"].iloc[0])})
     runs = pd.concat(frames, ignore_index=True)[["cluster", *RUNS_COLUMNS]]

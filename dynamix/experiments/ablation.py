@@ -61,6 +61,7 @@ from dynamix import cluster, config, io, paths, plots
 from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.experiments import shared
 from dynamix.experiments.manifest import write_manifest
+from dynamix.policies.base import PolicySpec
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ def compute(cfg: Config, out: Path, progress: bool = True) -> pd.DataFrame:
             policies[t.policy, t.k] = train_policy(tcfg, _policy_name(t.policy, t.k), out_dir=work / "policies",
                                                    progress=False, on_stale="restart", seed_name=seed_name)
             continue
-        spec = t.policy if t.k < 0 else f"dynamix:{policies[t.policy, t.k]}"
+        spec = t.policy if t.k < 0 else PolicySpec.trained(policies[t.policy, t.k])
         seeds = list(range(a.seeds)) if t.k < 0 else [t.k]
         runs, summary = evaluate(specs[t.split], [spec], ecfg, seeds, progress=False, cache_dir=work / "cache")
         label = t.policy  # a step's runs are pooled under the step's name, seed = k

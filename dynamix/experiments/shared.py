@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config, ConfigError, deep_merge, with_overrides
 from dynamix.evaluation.runner import budgets
+from dynamix.policies.base import TRAINED, PolicySpec
 
 
 def optimizer(cfg: Config, name: str) -> dict:
@@ -103,8 +104,8 @@ def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:
     """A policy name of the experiments -> its policy spec: ``dynamix`` (the trained policy of the
     policy_training stage) -> ``dynamix:<dir>/<name>.zip``; any other spec unchanged. The tuned rules
     (:data:`TUNED`) are refused here: only the inference stage, which runs their sweep, can resolve them."""
-    if spec == "dynamix":
-        return f"dynamix:{Path(policy_dir) / (name + '.zip')}"
+    if spec == TRAINED:
+        return str(PolicySpec.trained(Path(policy_dir) / (name + ".zip")))
     if spec in TUNED:
         raise ConfigError(f"policy {spec!r} is tuned by the inference stage only: "
                           "list it in experiments.inference.policies, not elsewhere")

@@ -38,6 +38,7 @@ from dynamix.evaluation.targets import with_targets
 from dynamix.experiments import shared, surrogate
 from dynamix.experiments.manifest import read_manifest, write_manifest
 from dynamix.experiments.shared import Workload, parse_pair, policy_dir
+from dynamix.policies.base import PolicySpec
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +76,11 @@ def train_policies(cfg: Config, workloads: list[Workload], out: Path) -> dict[Wo
     return dict(zip(unique, shared.side_by_side(policy_for, [(cfg, w, out) for w in unique], cfg.experiments.jobs)))
 
 
-def ppo_timesteps(spec: str) -> int:
+def ppo_timesteps(spec: str | PolicySpec) -> int:
     """PPO transitions the policy ``dynamix:<zip>`` was trained for (its artifact's metadata)."""
     from dynamix.rl.artifact import read_meta
 
-    return int(read_meta(spec.partition(":")[2])[1]["training"]["timesteps"])
+    return int(read_meta(PolicySpec.parse(spec).path)[1]["training"]["timesteps"])
 
 
 def policy_name(w: Workload) -> str:
@@ -98,13 +99,10 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     trained = train_policies(cfg, [w for pair in parsed for w in pair], out)
     for text, (src, dst), wcfg in zip(e.pairs, parsed, run_cfgs):
         pairs.append(text)
-        policies = {
-            "transferred": f"dynamix:{trained[src]}",
-            "target-trained": f"dynamix:{trained[dst]}",
-            f"static:{e.static_batch}": f"static:{e.static_batch}",
-        }
-        budgets[f"{src}->{dst}"] = {label: ppo_timesteps(p) for label, p in policies.items()
-                                    if p.startswith("dynamix:")}
+        agents = {"transferred": PolicySpec.trained(trained[src]),
+                  "target-trained": PolicySpec.trained(trained[dst])}
+        budgets[f"{src}->{dst}"] = {label: ppo_timesteps(p) for label, p in agents.items()}
+        policies = {**agents, f"static:{e.static_batch}": f"static:{e.static_batch}"}
         tasks += [
             SimTask(spec, wcfg, p, seed, (("pair", f"{src}->{dst}"),), label=label)
             for label, p in policies.items() for seed in shared.seeds(cfg)

@@ -17,7 +17,7 @@ Modules, in data-flow order (a window's state in, the next window's batch sizes 
 - ``oracle``      simulator only: split B by the true future speeds, the bound.
 
 Spec strings (CLI ``--policy``, ``params.yaml`` ``policy.spec``, the arbitrator), arguments
-optional:
+optional, parsed by :meth:`~dynamix.policies.base.PolicySpec.parse`:
 
 - ``static`` or ``static:64``: every worker at b (:mod:`.static`);
 - ``lbbsp:deadband=0.05,history=8,decay=0.7``: keep B, split it by fitted speed (:mod:`.lbbsp`);
@@ -32,10 +32,12 @@ optional:
 
 from dynamix.policies import gns, lbbsp, oracle, ramp, static  # noqa: F401
 from dynamix.policies.base import (  # noqa: F401
+    TRAINED,
     BatchSizePolicy,
     Bounds,
     Decision,
     PolicyContext,
+    PolicySpec,
     check_live,
     known_policies,
     make_live_policy,
@@ -44,4 +46,4 @@ from dynamix.policies.base import (  # noqa: F401
     register_lazy,
 )
 
-register_lazy("dynamix", "dynamix.rl.policy:DynamixPolicy")
+register_lazy(TRAINED, "dynamix.rl.policy:DynamixPolicy")

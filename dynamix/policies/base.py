@@ -7,7 +7,8 @@ and the gRPC arbitrator all drive policies through this interface only.
 
 Policies are named by spec strings, usable from the CLI, ``params.yaml`` and the arbitrator:
 ``static:64``, ``lbbsp``, ``gns``, ``ramp``, ``dynamix:results/policies/NAME.zip``. The part after the
-first ``:`` is the policy's argument. Implementations register themselves with :func:`register`;
+first ``:`` is the policy's argument. :class:`PolicySpec` is a spec parsed, and the one place that
+splits or rewrites one. Implementations register themselves with :func:`register`;
 a policy implemented in a higher layer (``dynamix`` lives in :mod:`dynamix.rl.policy`) is registered
 by the import path of its factory with :func:`register_lazy` and imported on first use, so this
 layer never imports the layers above it.
@@ -230,39 +231,84 @@ def _factory(kind: str) -> Factory:
     return entry
 
 
-def make_policy(spec: str, bounds: Any = None) -> BatchSizePolicy:
-    """Build a policy from its spec string, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``;
-    with ``bounds`` (``batch`` config), also refuse sizes outside ``[bounds.min, bounds.max]``."""
-    import dynamix.policies  # noqa: F401  (registers the built-in policies)
-    from dynamix.config import ConfigError
+TRAINED = "dynamix"
+"""The kind of a trained policy (:mod:`dynamix.rl.policy`), whose argument is its artifact's path."""
 
-    kind, sep, arg = spec.partition(":")
-    if kind not in _REGISTRY:
-        raise ConfigError(f"policy spec {spec!r}: unknown policy {kind!r}: must be one of {', '.join(sorted(_REGISTRY))}")
-    if sep and not arg.strip():
-        raise ConfigError(f"policy spec {spec!r}: the argument after ':' is empty: write {kind!r} or {kind}:ARG")
-    policy = _factory(kind)(arg)
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy spec string parsed once: ``kind``, a registered policy, and ``arg``, the text after the
+    first ``:`` exactly as written ("" for none). ``str()`` gives the spec back as written, so run ids,
+    cache keys and labels read the same text whether they start from the string or from this."""
+
+    kind: str
+    arg: str = ""
+
+    @classmethod
+    def parse(cls, text: str | PolicySpec) -> PolicySpec:
+        """``text`` as a spec (one already parsed is returned as is). An unknown kind or an empty argument
+        after ``:`` is a :class:`~dynamix.config.ConfigError` naming the spec and the allowed forms; the
+        argument itself is checked by the policy that reads it (:func:`make_policy`)."""
+        if isinstance(text, PolicySpec):
+            return text
+        import dynamix.policies  # noqa: F401  (registers the built-in policies)
+        from dynamix.config import ConfigError
+
+        kind, sep, arg = text.partition(":")
+        if kind not in _REGISTRY:
+            raise ConfigError(f"policy spec {text!r}: unknown policy {kind!r}: must be one of "
+                              f"{', '.join(sorted(_REGISTRY))}")
+        if sep and not arg.strip():
+            raise ConfigError(f"policy spec {text!r}: the argument after ':' is empty: write {kind!r} or {kind}:ARG")
+        return cls(kind, arg)
+
+    @classmethod
+    def trained(cls, path: Any) -> PolicySpec:
+        """``dynamix:PATH``, the trained policy whose artifact is ``path``."""
+        return cls(TRAINED, str(path))
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.arg}" if self.arg else self.kind
+
+    @property
+    def path(self) -> str | None:
+        """A trained policy's artifact (the argument of ``dynamix:PATH``); None for a rule."""
+        return self.arg if self.kind == TRAINED else None
+
+    @property
+    def label(self) -> str:
+        """Short legend label: a trained policy's kind alone (``dynamix``, whatever its path), any other
+        spec as written."""
+        return self.kind if self.kind == TRAINED else str(self)
+
+
+def make_policy(spec: str | PolicySpec, bounds: Any = None) -> BatchSizePolicy:
+    """Build a policy from its spec, e.g. ``static:64`` or ``dynamix:results/policies/x.zip``; with
+    ``bounds`` (``batch`` config), also refuse sizes outside ``[bounds.min, bounds.max]``. A trained
+    policy reads its artifact here, so a caller running one spec many times makes it once (policies
+    start afresh at every :meth:`BatchSizePolicy.reset`)."""
+    spec = PolicySpec.parse(spec)
+    policy = _factory(spec.kind)(spec.arg)
     if bounds is not None:
         policy.check_bounds(bounds)
     return policy
 
 
-def check_live(spec: str) -> None:
+def check_live(spec: str | PolicySpec) -> None:
     """Refuse a simulator-only policy where real workers would follow it (engine, arbitrator)."""
-    import dynamix.policies  # noqa: F401
-
-    kind = spec.partition(":")[0]
-    if kind in _SIMULATOR_ONLY:
+    spec = PolicySpec.parse(spec)
+    if spec.kind in _SIMULATOR_ONLY:
         from dynamix.config import ConfigError
 
-        raise ConfigError(f"policy spec {spec!r}: {kind} reads the simulator's true future speeds, bandwidths "
-                          "and events, so it runs only in the simulator (dynamix simulate, dynamix evaluate), "
-                          "not on the engine or the arbitrator")
+        raise ConfigError(f"policy spec {str(spec)!r}: {spec.kind} reads the simulator's true future speeds, "
+                          "bandwidths and events, so it runs only in the simulator (dynamix simulate, dynamix "
+                          "evaluate), not on the engine or the arbitrator")
 
 
-def make_live_policy(spec: str, **kwargs: Any) -> BatchSizePolicy:
+def make_live_policy(spec: str | PolicySpec, **kwargs: Any) -> BatchSizePolicy:
     """:func:`make_policy` for real workers: every engine and arbitrator policy is made here, so
     :func:`check_live` refuses simulator-only policies in one place."""
+    spec = PolicySpec.parse(spec)
     check_live(spec)
     return make_policy(spec, **kwargs)
 
