@@ -614,6 +614,10 @@ class RLConfig:
     backend: str = setting("sim", one_of("sim", "engine", "surrogate"))
     # The fitted surrogate (`dynamix fit-surrogate`); "": results/surrogate/<model>-w<width>-<optimiser>.json
     surrogate: str = setting("")
+    # The surrogate's test accuracy: "fitted" = a power law in progress; "measured" = the mean test
+    # accuracy of the experiments' static sweep by epoch and global batch, which fit-surrogate then
+    # also runs at the experiments' own epochs and seeds (dynamix.sim.measured)
+    learning: str = setting("fitted", one_of("fitted", "measured"))
     # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
     # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
     # mean (over seeds) final test accuracy in that evaluation (dynamix.evaluation).
@@ -666,7 +670,7 @@ class ExecutorConfig:
     dashboard: bool = setting(False)  # ray: the dashboard of a Ray started here (a cluster's: ray start's flag)
 
 
-HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker"},
+HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker", "learning": "fitted"},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),

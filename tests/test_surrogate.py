@@ -129,6 +129,15 @@ def test_validation_adds_lbbsp_at_per_worker_sizes_on_each_cluster(cfg, tmp_path
         ("val-mixed-5", "lbbsp:batch=160"), ("val-mixed-5", "static:64"),
         ("val-ps-4", "lbbsp:batch=128"), ("val-ps-4", "static:64")]
     assert stats["n"] == 4 and stats["per_worker"] == [32] and (table[["surrogate_tta_s", "real_tta_s"]] > 0).all().all()
+    # per cluster: reach agreement over its runs, the final-accuracy error of each policy, in the JSON too
+    real, sur = (pd.read_csv(tmp_path / f"{n}_summary.csv") for n in ("real", "surrogate"))
+    for name, per in stats["per_cluster"].items():
+        r, s = (t[t["cluster"] == name].set_index("policy") for t in (real, sur))
+        assert per["reach_agreement"] == pytest.approx((r["time_to_target_s"].notna() == s["time_to_target_s"].notna()).mean())
+        assert per["final_error"] == {p: pytest.approx(s.loc[p, "final_accuracy"] - r.loc[p, "final_accuracy"], abs=1e-4)
+                                      for p in r.index}
+        assert per["max_abs_final_error"] == pytest.approx(max(abs(v) for v in per["final_error"].values()), abs=1e-4)
+    assert json.loads((tmp_path / "surrogate_validation.json").read_text())["per_cluster"].keys() == {"val-mixed-5", "val-ps-4"}
     with pytest.raises(ValueError, match="at least one policy or per-worker batch"):
         validate(short, tmp_path, [], specs, per_worker=[])
 

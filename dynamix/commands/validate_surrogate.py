@@ -3,6 +3,7 @@
     dynamix validate-surrogate --profile default --out results/surrogate/validation
     dynamix validate-surrogate --policy static:64 --policy lbbsp --cluster clusters/validation/val-ps-4.yaml --out /tmp/v
     dynamix validate-surrogate --profile cpu --policy gns --per-worker 32 --per-worker 128 --out /tmp/v
+    dynamix validate-surrogate --profile cpu-agent --policy lbbsp:batch=512 --real-cache results/profiles/cpu-agent/cache/runs --out /tmp/v
 
 Needs the fitted surrogate of the profile's workload (``dynamix fit-surrogate``, or ``rl.surrogate``).
 Writes ``OUT/surrogate_validation.csv`` and ``.json`` (:mod:`dynamix.experiments.surrogate`) and prints
@@ -32,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(repeatable; with it, --policy defaults to none)")
     parser.add_argument("--cluster", action="append", default=None,
                         help="cluster spec YAML (repeatable; default: clusters/validation/*.yaml)")
+    parser.add_argument("--real-cache", default=None, metavar="DIR",
+                        help="where the real-math runs are cached (default OUT/cache/runs; a profile's "
+                             "results/profiles/PROFILE/cache/runs reuses its runs)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per run (default: experiments.seeds)")
     add_progress_argument(parser)
 
@@ -47,10 +51,11 @@ def main(args: argparse.Namespace) -> int:
         raise config.ConfigError(f"--per-worker = {args.per_worker} is out of range: every size must be >= 1")
     policies = args.policy or (() if args.per_worker else VALIDATION_POLICIES)
     ident = rundir.identity("validate-surrogate", policy=list(policies), cluster=list(args.cluster or ["default"]),
-                            seed=cfg.train.seed, config=cfg.to_dict(), seeds=seeds, per_worker=args.per_worker)
+                            seed=cfg.train.seed, config=cfg.to_dict(), seeds=seeds, per_worker=args.per_worker,
+                            real_cache=args.real_cache)
     rundir.claim(args.out, ident, args.force, outputs=OUTPUTS)
     stats = validate(cfg, args.out, policies, args.cluster, seeds, progress_bar=not args.no_progress,
-                     per_worker=args.per_worker)
+                     per_worker=args.per_worker, real_cache=args.real_cache)
     rundir.finish(args.out)
     print(json.dumps({k: stats[k] for k in ("spearman", "spearman_within_clusters_mean", "median_abs_rel_error",
                                             "n", "meets_goals")}))

@@ -4,7 +4,10 @@
 ``experiments.baselines.cluster`` with the real model math (the experiments' workload, each run
 :data:`FIT_EPOCHS` times their epoch budget, a test every window), fits a :class:`~dynamix.sim.progress.ProgressModel` to their
 windows (:mod:`dynamix.sim.progress_fit`) and writes it as a JSON artifact with its provenance: the
-workload, profile, config hash, the runs used, the fit's residuals and the git sha.
+workload, profile, config hash, the runs used, the fit's residuals and the git sha. With ``rl.learning:
+measured`` it also runs the sweep, with the batches of :data:`dynamix.sim.measured.BETWEEN` added, at
+the experiments' own epochs, schedule and seeds (the baselines stage's runs come from the profile's run
+cache when they are there) and gives the model their mean test accuracy (:mod:`dynamix.sim.measured`).
 
 :func:`on_fitted` gives the policy-training stage and transfer the config that trains on the fitted
 surrogate of the policy's workload, fitting it first when needed.
@@ -15,7 +18,8 @@ an evaluation on that backend would report them) and writes ``surrogate_validati
 :data:`COLUMNS`: the mean time to target over seeds, a run that never reached it counted at its total
 time) and ``surrogate_validation.json``: the Spearman rank correlation of the two times over every
 (cluster, policy) and within each cluster, and the median absolute relative error of the surrogate's
-time, beside the goals (Spearman >= 0.8, median error <= 15 %).
+time, beside the goals (Spearman >= 0.8, median error <= 15 %), and per cluster (:func:`per_cluster`)
+the share of runs that reach or miss alike and the final-accuracy error per policy.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from dynamix.evaluation.runner import evaluate
 from dynamix.evaluation.targets import censored_time
 from dynamix.experiments.manifest import git_sha
 from dynamix.experiments.shared import run_cache, sim_config
-from dynamix.sim import progress
+from dynamix.sim import measured, progress
 from dynamix.sim.progress_fit import fit_progress
 
 log = logging.getLogger(__name__)
@@ -89,6 +93,12 @@ def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress
         .to_dict("records"),
     }
     model = dataclasses.replace(model, provenance=provenance)
+    if cfg.rl.learning == "measured":
+        table_cfg = sim_config(cfg)
+        table_policies = [f"static:{b}" for b in measured.sweep(base.batch_sizes)]
+        table_runs, _ = evaluate([spec], table_policies, table_cfg, cfg.experiments.seeds, out_dir=None, progress=progress_bar,
+                                 cache_dir=run_cache(out), budget="epochs", jobs=cfg.experiments.jobs)
+        model = measured.with_table(model, table_runs, table_cfg.train.epochs)
     path = progress.save(model, progress.default_path(run_cfg, out))
     fit_rms = provenance["fit"]["rms"]
     log.info("surrogate of %s fitted on %d runs (kappa %.3g, B_noise %.0f, test accuracy rms %.4f): %s",
@@ -112,6 +122,27 @@ def statistics(table: pd.DataFrame) -> dict:
             "n": int(len(table))}
 
 
+def per_cluster(surrogate: pd.DataFrame, real: pd.DataFrame) -> dict[str, dict]:
+    """Per cluster, where decisions are made: the Spearman of the two backends' mean times to target
+    over its policies, the share of (policy, seed) runs that both reach or both miss their target, and
+    the surrogate's final accuracy minus the real one per policy (means over seeds) with its largest
+    magnitude."""
+    out = {}
+    times = pd.DataFrame({"surrogate": tta_table(surrogate), "real": tta_table(real)})
+    for name, r in real.groupby("cluster", sort=True):
+        s = surrogate[surrogate["cluster"] == name]
+        runs = r.set_index(["policy", "seed"])["time_to_target_s"].notna().to_frame("real").join(
+            s.set_index(["policy", "seed"])["time_to_target_s"].notna().rename("surrogate"), how="inner")
+        error = (s.groupby("policy")["final_accuracy"].mean() - r.groupby("policy")["final_accuracy"].mean()).dropna()
+        t = times.loc[name]
+        ranked = t["surrogate"].nunique() > 1 and t["real"].nunique() > 1  # else no rank correlation exists
+        out[str(name)] = {"spearman": float(spearmanr(t["surrogate"], t["real"]).statistic) if ranked else None,
+                          "reach_agreement": float((runs["real"] == runs["surrogate"]).mean()),
+                          "max_abs_final_error": float(error.abs().max()),
+                          "final_error": {str(k): round(float(v), 4) for k, v in error.items()}, "n": int(len(t))}
+    return out
+
+
 def cluster_policies(spec: ClusterSpec, policies: Sequence[str], per_worker: Sequence[int]) -> list[str]:
     """``policies`` and, for each b of ``per_worker``, LB-BSP at b samples per worker on ``spec``
     (``lbbsp:batch=<b N>``: the family the tuned LB-BSP and the agent's teacher come from)."""
@@ -120,10 +151,11 @@ def cluster_policies(spec: ClusterSpec, policies: Sequence[str], per_worker: Seq
 
 def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDATION_POLICIES,
              cluster_specs: Sequence[str] | None = None, seeds: int = 1, progress_bar: bool = True,
-             per_worker: Sequence[int] = ()) -> dict:
+             per_worker: Sequence[int] = (), real_cache: str | Path | None = None) -> dict:
     """Both backends on ``policies`` (plus :func:`cluster_policies`' LB-BSP at ``per_worker`` sizes) x
     ``cluster_specs`` (default: :func:`validation_clusters`) over ``seeds`` seeds; writes the table and
-    statistics into ``out_dir`` and returns the statistics."""
+    statistics into ``out_dir`` and returns the statistics. The real-math runs are cached in
+    ``real_cache`` (default ``out_dir/cache/runs``; a profile's run cache reuses its runs)."""
     out = Path(out_dir)
     cluster_specs = list(cluster_specs or validation_clusters())
     if not policies and not per_worker:
@@ -132,9 +164,11 @@ def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDAT
     sur_cfg = with_overrides(run_cfg, {"rl": {"backend": "surrogate"}})
     progress.for_config(sur_cfg)  # a missing or mismatched artifact stops here, before the real runs
     summaries = {}
+    caches = {"surrogate": run_cache(out / "surrogate"),
+              "real": run_cache(out / "real") if real_cache is None else Path(real_cache)}
     for name, c, jobs in (("surrogate", sur_cfg, 1), ("real", run_cfg, cfg.experiments.jobs)):
         parts = [evaluate([spec], cluster_policies(spec, policies, per_worker), c, seeds, out_dir=None,
-                          progress=progress_bar, cache_dir=run_cache(out / name), jobs=jobs)[1]
+                          progress=progress_bar, cache_dir=caches[name], jobs=jobs)[1]
                  for spec in map(clusters.load, cluster_specs)]
         summaries[name] = pd.concat(parts, ignore_index=True)
         io.write_csv(summaries[name], out / f"{name}_summary.csv")
@@ -142,6 +176,7 @@ def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDAT
                           "real_tta_s": tta_table(summaries["real"])}).reset_index()[COLUMNS]
     io.write_csv(table.round(4), out / "surrogate_validation.csv")
     stats = statistics(table)
+    stats["per_cluster"] = per_cluster(summaries["surrogate"], summaries["real"])
     sur = progress.for_config(sur_cfg)
     stats.update(goals=GOALS, meets_goals=bool(stats["spearman"] >= GOALS["spearman_min"] and
                                               stats["median_abs_rel_error"] <= GOALS["median_abs_rel_error_max"]),
@@ -169,7 +204,9 @@ def on_fitted(cfg: Config, root: str | Path) -> Config:
                                    "optim": dataclasses.asdict(trained_on.optim)})
     path = progress.default_path(fit_config(fit_cfg), Path(root) / "surrogate")
     try:
-        progress.load(path, fit_config(fit_cfg))
+        fitted = progress.load(path, fit_config(fit_cfg))
+        if fitted.measured != (cfg.rl.learning == "measured"):
+            raise progress.SurrogateArtifactError(f"{path}: not fitted with rl.learning = {cfg.rl.learning}")
     except progress.SurrogateArtifactError:
         path = fit(fit_cfg, path.parent)
     log.info("policy training on the surrogate %s", path)

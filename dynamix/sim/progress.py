@@ -36,6 +36,22 @@ B_noise per workload), any effect of unequal per-worker batches beyond the globa
 divergence at too large a learning rate, and the run-to-run spread of the accuracy curve (test
 accuracy is the curve itself; training accuracy and loss get the sampling noise of k*b_i samples).
 
+Measured accuracy (``rl.learning: measured``). A fitted curve misranks the batch sizes where a
+decision is made: at equal epochs the test accuracy of this workload is set by the global batch B (the
+same B at 4, 6 or 8 workers ends within half a point), and a run's time to target hangs on whether its
+accuracy after a step decay clears the target, which no smooth law in P reproduces. So the model may
+carry, instead, the measured mean test accuracy of the experiments' static sweep (every seed, the
+profile's own schedule and epoch budget) on a grid of epochs e and log2 B (:func:`accuracy_table` in
+:mod:`dynamix.sim.progress_fit`). A run at a varying batch reads it, bilinearly, at its epochs and at
+an effective batch
+
+    log2 B_eff(e) <- log2 B + (log2 B_eff - log2 B) exp(-de / m),    m = ``memory_epochs``
+
+(the iterate relaxes to the noise temperature of the new batch over m epochs; Mandt et al. 2017). This
+leaves out the seeds' spread (the table is a mean), batches outside the sweep (clamped to its ends)
+and epochs past the sweep's budget (held at the last value); training accuracy, losses and gradient
+statistics still come from the fitted curves.
+
 The fitted model is a JSON artifact (:func:`save`, :func:`load`) with the workload it was fitted on and
 its provenance; :func:`load` refuses, in one line, a file that is not one, was altered after fitting
 (a checksum over the model), or was fitted on another workload than the config asks for.
@@ -59,6 +75,7 @@ from dynamix.errors import InputFileError
 
 SCHEMA = "dynamix-surrogate-v1"
 CURVES = ("test_acc", "test_loss", "train_acc", "train_loss")
+TABLE_FIELDS = ("acc_epochs", "acc_log2b", "acc_table", "memory_epochs")
 
 
 class SurrogateArtifactError(InputFileError, ValueError):
@@ -102,6 +119,16 @@ class ProgressModel:
     sigma2_scale: float  # s of sigma2_norm
     grad_spread: float  # standard deviation of log(measured |g_i|^2 / model)
     provenance: dict = field(default_factory=dict)  # workload, profile, config hash, runs, residuals, git sha
+    # measured accuracy (module docstring), empty when the fitted curve gives the test accuracy:
+    acc_epochs: tuple[float, ...] = ()  # the table's epochs, ascending
+    acc_log2b: tuple[float, ...] = ()  # its global batches, log2, ascending
+    acc_table: tuple[tuple[float, ...], ...] = ()  # mean test accuracy [batch][epoch]
+    memory_epochs: float = 0.0  # m of the effective batch
+
+    @property
+    def measured(self) -> bool:
+        """Whether test accuracy comes from the measured table (module docstring)."""
+        return bool(self.acc_epochs)
 
     def __post_init__(self) -> None:
         for name in ("n_train", "b_ref", "noise_scale", "kappa", "sigma2_scale"):
@@ -124,6 +151,34 @@ class ProgressModel:
             raise SurrogateArtifactError("surrogate gradient tables: grad_p, grad_sqr and grad_trace must be > 0")
         for name in ("grad_p", "grad_sqr", "grad_trace"):  # the tables in log space, for moments()
             object.__setattr__(self, "_log" + name[4:], [math.log(v) for v in getattr(self, name)])
+        if self.acc_epochs or self.acc_log2b or self.acc_table:
+            self._check_table()
+
+    def _check_table(self) -> None:
+        e, lb = np.asarray(self.acc_epochs, float), np.asarray(self.acc_log2b, float)
+        table = np.asarray(self.acc_table, float)
+        if len(e) < 2 or len(lb) < 1 or table.shape != (len(lb), len(e)):
+            raise SurrogateArtifactError(f"surrogate acc_table: shape {table.shape}, need (len(acc_log2b) = {len(lb)}, "
+                                         f"len(acc_epochs) = {len(e)} >= 2)")
+        if np.any(np.diff(e) <= 0) or np.any(np.diff(lb) <= 0):
+            raise SurrogateArtifactError("surrogate acc_epochs and acc_log2b: must be strictly ascending")
+        if not (np.all(np.isfinite(table)) and table.min() >= 0.0 and table.max() <= 1.0):
+            raise SurrogateArtifactError("surrogate acc_table: accuracies must be finite and in [0, 1]")
+        if not (math.isfinite(self.memory_epochs) and self.memory_epochs >= 0):
+            raise SurrogateArtifactError(f"surrogate memory_epochs = {self.memory_epochs}: must be finite and >= 0")
+        object.__setattr__(self, "_table", table)
+
+    def table_accuracy(self, epochs: float, log2b: float) -> float:
+        """The measured mean test accuracy at ``epochs`` and effective batch 2^``log2b`` (bilinear; clamped
+        to the table's batches and epochs)."""
+        per_batch = [float(np.interp(epochs, self.acc_epochs, row)) for row in self._table]
+        return float(np.interp(log2b, self.acc_log2b, per_batch))
+
+    def effective_log2b(self, previous: float, log2b: float, epochs: float) -> float:
+        """log2 B_eff after ``epochs`` epochs at 2^``log2b`` from ``previous`` (module docstring; nan: the start)."""
+        if math.isnan(previous) or self.memory_epochs == 0:
+            return log2b
+        return log2b + (previous - log2b) * math.exp(-epochs / self.memory_epochs)
 
     @property
     def phi(self) -> float:
@@ -162,6 +217,9 @@ class ProgressModel:
     def body(self) -> dict:
         """Everything but the provenance and checksum, JSON-native."""
         d = {k: v for k, v in asdict(self).items() if k != "provenance"}
+        if not self.measured:  # the fitted-only artifacts of before the table keep their checksums
+            for k in TABLE_FIELDS:
+                d.pop(k)
         return io.jsonable(d)
 
     def checksum(self) -> str:
@@ -201,8 +259,11 @@ def load(path: str | Path, cfg: Config | None = None) -> ProgressModel:
         raw = json.loads(path.read_text())
         body = raw["model"]
         curves = {name: Curve(**c) for name, c in body.pop("curves").items()}
-        for key in ("grad_p", "grad_sqr", "grad_trace"):
-            body[key] = tuple(float(v) for v in body[key])
+        for key in ("grad_p", "grad_sqr", "grad_trace", "acc_epochs", "acc_log2b"):
+            if key in body:
+                body[key] = tuple(float(v) for v in body[key])
+        if "acc_table" in body:
+            body["acc_table"] = tuple(tuple(float(v) for v in row) for row in body["acc_table"])
         model = ProgressModel(curves=curves, provenance=raw.get("provenance", {}), **body)
     except SurrogateArtifactError as exc:
         raise SurrogateArtifactError(f"{path}: {exc}") from None

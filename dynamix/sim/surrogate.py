@@ -6,7 +6,9 @@ so every policy, the RL environment (``rl.backend: surrogate``) and ``dynamix ev
 unchanged. What differs:
 
 - learning: no model math. Accuracy, loss and gradient statistics come from a fitted
-  :class:`~dynamix.sim.progress.ProgressModel` (its docstring says what it models and leaves out);
+  :class:`~dynamix.sim.progress.ProgressModel` (its docstring says what it models and leaves out); a
+  model that carries a measured accuracy table gives the test accuracy from it instead, at the run's
+  epochs and effective global batch;
 - time: the same cost model and spec dynamics, computed for the k iterations of a window at once with
   numpy arrays of shape [k, N]: compute t_ij = (a + c b_i) / s_ij (``CostModel.compute_ms``),
   communication T_comm from ``CostModel.comm_ms`` per distinct bandwidth row, and the iteration
@@ -72,6 +74,7 @@ class SurrogateCluster(ClusterClock):
         self._timed = any(start is None for start in self._start)  # a time-triggered event is pending
         self.iteration, self.samples, self.progress, self.elapsed_s, self.window = 0, 0, 0.0, 0.0, 0
         self.test_loss, self.test_acc = math.nan, math.nan
+        self.log2b_eff = math.nan  # the measured table's effective batch (ProgressModel.effective_log2b)
 
     @property
     def epochs_done(self) -> float:
@@ -193,6 +196,7 @@ class SurrogateCluster(ClusterClock):
             raise RuntimeError("run_window called after the training budget was spent (check .done)")
         b = self.clamp(batch_sizes)
         big_b = int(b.sum())
+        samples_before = self.samples
         k = self.cfg.batch.window
         t = self._times(b, self.iteration, k)
         n = self._length(k, big_b, t["starts"])
@@ -209,9 +213,16 @@ class SurrogateCluster(ClusterClock):
         every = self.cfg.train.eval_every
         last_test = (self.iteration // every) * every  # the last tested iteration up to now
         if last_test > self.iteration - n or self.done:  # as the simulator: every eval_every iterations, and at the end
-            p_test = float(p_after[-1] if self.done else p_after[last_test - (self.iteration - n) - 1])
-            self.test_acc = m.curves["test_acc"](p_test, tau)
+            tested = n if self.done else last_test - (self.iteration - n)  # iterations of this window before the test
+            p_test = float(p_after[tested - 1])
+            if m.measured:
+                self.test_acc = m.table_accuracy((samples_before + tested * big_b) / self.n_train,
+                                                 m.effective_log2b(self.log2b_eff, math.log2(big_b), tested * big_b / self.n_train))
+            else:
+                self.test_acc = m.curves["test_acc"](p_test, tau)
             self.test_loss = m.curves["test_loss"](p_test, tau)
+        if m.measured:
+            self.log2b_eff = m.effective_log2b(self.log2b_eff, math.log2(big_b), n * big_b / self.n_train)
         # training accuracy and loss: means over the window of the model before each step, with the
         # sampling noise of n * b_i samples
         p_mid = sum(p_before.tolist()) / n

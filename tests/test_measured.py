@@ -1,0 +1,116 @@
+"""The surrogate's measured accuracy (dynamix.sim.measured; ProgressModel's table; rl.learning: measured).
+
+Runs on hand-made run tables and the hand-written model of tests/helpers/surrogate.py: no model math.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynamix import config
+from dynamix import cluster as clusters
+from dynamix.config import ConfigError
+from dynamix.rl.env import training_config
+from dynamix.sim import measured, progress
+from dynamix.sim.progress import SurrogateArtifactError
+from dynamix.sim.surrogate import SurrogateCluster
+from helpers.surrogate import COST, make_model
+
+
+def run_rows(run_id: str, batches: list[int], accs: list[float], per_epoch: float = 1.0) -> pd.DataFrame:
+    """A run of len(batches) windows, ``per_epoch`` epochs each, tested at every window, two workers."""
+    rows = []
+    for w, (b, a) in enumerate(zip(batches, accs)):
+        for rank in range(2):
+            rows.append({"run_id": run_id, "window": w, "rank": rank, "epoch": (w + 1) * per_epoch,
+                         "global_batch": b, "test_acc": a})
+    return pd.DataFrame(rows)
+
+
+def test_table_is_the_mean_curve_of_each_constant_batch_and_ignores_moving_runs():
+    runs = pd.concat([run_rows("a", [128] * 4, [0.2, 0.4, 0.5, 0.6]), run_rows("b", [128] * 4, [0.4, 0.4, 0.7, 0.6]),
+                      run_rows("c", [512] * 4, [0.1, 0.2, 0.3, 0.4]),
+                      run_rows("moving", [128, 256, 512, 512], [0.9, 0.9, 0.9, 0.9])])
+    grid, log2b, table = measured.accuracy_table(runs, epochs=4.0)
+    assert grid[0] == 0.0 and grid[-1] == 4.0 and np.allclose(np.diff(grid), measured.GRID_STEP)
+    assert log2b == (7.0, 9.0)
+    at = {e: i for i, e in enumerate(grid)}
+    assert table[0, at[3.0]] == pytest.approx(0.6) and table[0, at[4.0]] == pytest.approx(0.6)
+    assert table[0, at[2.5]] == pytest.approx((0.45 + 0.55) / 2)  # each run interpolated, then the mean
+    assert table[1, at[0.0]] == pytest.approx(0.1)  # before the first test: held at it
+    with pytest.raises(measured.TableError, match="constant global batch"):
+        measured.accuracy_table(run_rows("moving", [128, 256], [0.1, 0.2]), epochs=2.0)
+
+
+def _measured_model(cfg):
+    runs = pd.concat([run_rows("small", [128] * 10, list(np.linspace(0.2, 0.6, 10))),
+                      run_rows("large", [1024] * 10, list(np.linspace(0.1, 0.4, 10)))])
+    return measured.with_table(make_model(cfg), runs, epochs=10.0)
+
+
+@pytest.fixture
+def cfg() -> config.Config:
+    return training_config(config.load(profile="default", overrides={"model": {"name": "mlp", "width": 0.25}}))
+
+
+def test_a_measured_model_round_trips_and_a_bad_table_is_refused_naming_it(cfg, tmp_path):
+    model = _measured_model(cfg)
+    assert model.measured and model.provenance["measured"]["global_batches"] == [128, 1024]
+    path = progress.save(model, tmp_path / "m.json")
+    again = progress.load(path)
+    assert again.checksum() == model.checksum() and again.table_accuracy(5.0, 7.0) == model.table_accuracy(5.0, 7.0)
+    raw = json.loads(path.read_text())
+    raw["model"]["acc_table"][0][3] = 0.99  # altered after fitting
+    path.write_text(json.dumps(raw))
+    with pytest.raises(SurrogateArtifactError, match="checksum mismatch"):
+        progress.load(path)
+    raw["model"]["acc_table"] = raw["model"]["acc_table"][:1]  # one batch row for two batches
+    path.write_text(json.dumps(raw))
+    with pytest.raises(SurrogateArtifactError, match="acc_table: shape"):
+        progress.load(path)
+
+
+def test_a_fitted_only_model_keeps_its_checksum(cfg):
+    """Artifacts written before the table existed still load: their body has no table fields."""
+    model = make_model(cfg)
+    assert not model.measured and not set(progress.TABLE_FIELDS) & set(model.body())
+
+
+def test_effective_batch_relaxes_over_memory_epochs(cfg):
+    model = _measured_model(cfg)
+    m = model.memory_epochs
+    assert model.effective_log2b(math.nan, 9.0, 1.0) == 9.0  # the start: the batch itself
+    moved = model.effective_log2b(7.0, 10.0, m)  # m epochs at 1024 from 128: 1 - 1/e of the way
+    assert moved == pytest.approx(10.0 - 3.0 / math.e)
+    assert model.table_accuracy(10.0, 8.5) == pytest.approx((0.6 + 0.4) / 2)  # halfway in log2 B
+    assert model.table_accuracy(50.0, 12.0) == pytest.approx(0.4)  # clamped to the table's ends
+
+
+def test_surrogate_test_accuracy_is_the_table_at_the_tested_epochs(cfg):
+    """A constant-batch run on the surrogate reads the table at its own epochs; a run that drops from
+    1024 to 128 reads it at an effective batch between the two, closer to 1024 at first."""
+    model = _measured_model(cfg)
+    spec = clusters.homogeneous(4)
+    run_cfg = config.with_overrides(cfg, {"train": {"epochs": 10, "eval_every": cfg.batch.window}})
+    cluster = SurrogateCluster(spec, run_cfg, model, cost=COST)
+    while not cluster.done:
+        cluster.run_window([32] * 4)  # 128 samples
+        epochs = cluster.samples / cluster.n_train
+        assert cluster.test_acc == pytest.approx(model.table_accuracy(epochs, 7.0))
+    cluster = SurrogateCluster(spec, run_cfg, model, cost=COST)
+    cluster.run_window([256] * 4)
+    cluster.run_window([32] * 4)
+    epochs = cluster.samples / cluster.n_train
+    assert model.table_accuracy(epochs, 7.0) > cluster.test_acc > model.table_accuracy(epochs, 10.0)
+
+
+def test_learning_is_a_config_choice():
+    assert config.load(overrides={"rl": {"learning": "measured"}}).rl.learning == "measured"
+    with pytest.raises(ConfigError, match="rl.learning = 'table'.*'measured'"):
+        config.load(overrides={"rl": {"learning": "table"}})
+    assert measured.sweep((32, 64, 128, 256, 512)) == [32, 64, 96, 128, 160, 192, 256, 512]
