@@ -67,4 +67,4 @@ browser: setup
 
 lock:
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact pins for every package in .venv (pip freeze). Regenerate: make lock. Mirrored by environment.yml.' > requirements.lock
-	$(PY) -m dynamix.lockfile
+	$(PY) tools/lockfile.py

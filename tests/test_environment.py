@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata as md
 
 from dynamix import paths
-from dynamix.lockfile import canonical, direct_names, environment_yml, read_pins
+from tools.lockfile import canonical, direct_names, environment_yml, read_pins
 
 
 def test_environment_yml_mirrors_the_lock():

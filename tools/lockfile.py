@@ -3,7 +3,7 @@
 ``requirements.in`` names the direct dependencies; ``requirements.lock`` pins everything (pip
 freeze); ``environment.yml`` is the conda mirror: python plus the direct dependencies at their lock
 versions, installed by pip inside the conda env (conda cannot solve these pins offline here).
-``python -m dynamix.lockfile`` rewrites environment.yml from the other two.
+``python tools/lockfile.py`` (``make lock``) rewrites environment.yml from the other two.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def direct_names(path: Path | None = None) -> list[str]:
 def environment_yml() -> str:
     lock = read_pins(paths.ROOT / "requirements.lock")
     lines = [
-        "# Conda mirror of requirements.lock (generated: python -m dynamix.lockfile). The pip section",
+        "# Conda mirror of requirements.lock (generated: python tools/lockfile.py). The pip section",
         "# carries the exact pins; a test checks they agree with the lock.",
         "name: dynamix",
         "channels:",
