@@ -641,6 +641,9 @@ class RLConfig:
     # 0 = LB-BSP at the current global batch. 512 was selected on a sampled validation set
     # (docs/journal/rl.md).
     warm_start_batch: int = setting(512, rng(0, 65536))
+    # Label smoothing of the imitation (dynamix/rl/warmstart.py): this share of each teacher label is
+    # spread over every action, so the warm-started policy still explores; 0 = none
+    warm_start_smoothing: float = setting(0.0, rng(0.0, 1.0))
 
     def __post_init__(self) -> None:
         chosen = RECIPES.get(self.recipe)
@@ -670,7 +673,8 @@ class ExecutorConfig:
     dashboard: bool = setting(False)  # ray: the dashboard of a Ray started here (a cluster's: ray start's flag)
 
 
-HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker", "learning": "fitted"},
+HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
+                                                  "warm_start_smoothing": 0.0},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),

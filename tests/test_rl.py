@@ -472,6 +472,22 @@ def test_warm_started_policy_imitates_the_teacher(cost):
     assert after >= 0.8 and after > before + 0.2, (before, after)
 
 
+def test_smoothed_imitation_keeps_the_teacher_greedy_and_the_policy_exploring(cost):
+    """rl.warm_start_smoothing = 0.2: the greedy action is still the teacher's, but the teacher's
+    action is taken with probability near 1 - 0.2 x 4/5 = 0.84 (less the entropy bonus's share), well
+    below its probability without it (0.93 on this small fit, > 0.99 on the cpu workload's)."""
+    probs = {}
+    for eps in (0.0, 0.2):
+        cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=128, net_arch=[64, 64], warm_start_smoothing=eps)
+        venv = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
+        venv.seed(3)
+        model = make_algo(cfg.rl, venv, seed=3)
+        stats = warm_start(model, venv, cfg.rl, seed=3, progress=False)
+        assert stats["agreement"] >= 0.8
+        probs[eps] = stats["teacher_prob"]
+    assert 0.7 < probs[0.2] < 0.9 and probs[0.0] > probs[0.2] + 0.1, probs
+
+
 def test_train_policy_records_the_warm_start_in_the_artifact(cost, tmp_path):
     cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=32, warm_start_epochs=2)
     out = train_policy(cfg, "ws", timesteps=8, out_dir=tmp_path, cost=cost, progress=False)

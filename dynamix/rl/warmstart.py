@@ -29,12 +29,17 @@ Procedure (:func:`warm_start`): roll the teacher for whole episodes in the train
 episodes), then fit the fresh PPO policy on them for ``rl.warm_start_epochs`` passes of minibatch
 Adam (step ``rl.warm_start_lr``) on
 
-    L = - mean_t log pi(a_teacher_t | s_t)  +  vf_coef * mean_t (V(s_t) - G_t)^2  -  ent_coef * mean_t H(pi(.|s_t))
+    L = - mean_t [(1 - eps) log pi(a_teacher_t | s_t) + eps/K sum_a log pi(a | s_t)]
+        + vf_coef * mean_t (V(s_t) - G_t)^2  -  ent_coef * mean_t H(pi(.|s_t))
 
 where G_t = sum_j gamma^j r_{t+j} is the teacher's discounted return to the end of its episode (the
 value head starts as a critic of the teacher, so PPO's first advantages are not noise that would undo
-the imitation). The entropy term is PPO's own, so imitation does not make the policy deterministic
-and PPO can still explore. These transitions are environment samples like PPO's: they are reported
+the imitation). The entropy term is PPO's own; eps = ``rl.warm_start_smoothing`` spreads that share of
+each label over the K actions (label smoothing, Szegedy et al. 2016), so the fitted policy takes its
+teacher's action with probability about 1 - eps (K-1)/K and PPO still explores. Without it (eps = 0)
+PPO's entropy bonus does not keep the imitation stochastic: on the `cpu` workload's global action the
+teacher's action came out at probability > 0.99 in every teacher state, and 300k PPO transitions at
+entropy 0.01 never left it. These transitions are environment samples like PPO's: they are reported
 in the artifact's metadata (``training.warm_start``) beside PPO's ``timesteps``.
 """
 
@@ -158,6 +163,8 @@ def imitate(model: PPO, data: dict[str, np.ndarray], rl: RLConfig, seed: int, st
     for _ in range(rl.warm_start_epochs):
         for idx in torch.randperm(len(obs), generator=gen).split(rl.batch_size):
             values, log_prob, entropy = policy.evaluate_actions(obs[idx], act[idx])
+            if rl.warm_start_smoothing:
+                log_prob = (1.0 - rl.warm_start_smoothing) * log_prob + rl.warm_start_smoothing * mean_log_prob(policy, obs[idx])
             loss = (-log_prob.mean() + rl.vf_coef * torch.nn.functional.mse_loss(values.flatten(), ret[idx])
                     - rl.ent_coef * entropy.mean())
             opt.zero_grad()
@@ -170,6 +177,14 @@ def imitate(model: PPO, data: dict[str, np.ndarray], rl: RLConfig, seed: int, st
     return {**agreement(model, data["obs"], data["actions"], stay),
             "teacher_prob": float(log_prob.exp().mean()),
             "value_rmse": float(torch.sqrt(torch.mean((values.flatten() - ret) ** 2)))}
+
+
+def mean_log_prob(policy, obs: torch.Tensor) -> torch.Tensor:
+    """(1/K) sum_a log pi(a | s) per state, summed over the action's parts (one per worker slot of a
+    MultiDiscrete action): the uniform label's log-likelihood."""
+    dist = policy.get_distribution(obs).distribution
+    parts = dist if isinstance(dist, (list, tuple)) else [dist]
+    return sum(part.logits.mean(dim=-1) for part in parts)
 
 
 def agreement(model: PPO, obs: np.ndarray, actions: np.ndarray, stay: int) -> dict[str, float]:
