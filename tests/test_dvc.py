@@ -14,7 +14,7 @@ import yaml
 
 from dynamix import config, paths
 from dynamix.experiments import EXPERIMENTS
-from dynamix.experiments import notebooks as gen
+from dynamix.pipeline import notebooks as gen
 
 DVC = yaml.safe_load((paths.ROOT / "dvc.yaml").read_text())
 STAGES = DVC["stages"]

@@ -10,10 +10,10 @@ import pytest
 from dynamix import cluster, config
 from dynamix.cli import main as cli_main
 from dynamix.experiments import baselines, policy_training
-from dynamix.experiments.manifest import read_manifest
 from dynamix.experiments.shared import policy_dir
 from dynamix.experiments.scalability import scaled
 from dynamix.metrics.schema import RUNS_COLUMNS
+from dynamix.pipeline.manifest import read_manifest
 
 
 def tiny_cfg(**over) -> config.Config:

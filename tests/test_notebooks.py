@@ -20,7 +20,7 @@ import pytest
 
 from dynamix import cluster, config, paths
 from dynamix.experiments import EXPERIMENTS
-from dynamix.experiments import notebooks as gen
+from dynamix.pipeline import notebooks as gen
 from helpers.notebooks import execute as run_notebook
 
 NOTEBOOK_FILES = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))  # pipeline; explore.ipynb: test_explore.py
@@ -34,7 +34,7 @@ def test_every_notebook_is_generated_and_every_generated_one_is_committed():
     assert [p.name for p in NOTEBOOK_FILES] == sorted(gen.path(s).name for s in gen.NOTEBOOKS)
     for spec in gen.NOTEBOOKS:
         assert gen.path(spec).read_text() == gen.render(spec), (
-            f"{gen.path(spec).name} differs from its generator: run `python -m dynamix.experiments.notebooks`"
+            f"{gen.path(spec).name} differs from its generator: run `python -m dynamix.pipeline.notebooks`"
         )
         assert spec.experiment in EXPERIMENTS
 
@@ -107,9 +107,9 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture(scope="module")
 def smoke_pipeline(tmp_path_factory) -> Path:
     """The whole chain, as ``dvc repro`` runs it (every notebook in order, from the repo root), with
-    the smoke profile into a temporary results root (:func:`dynamix.experiments.pipeline.run_pipeline`,
+    the smoke profile into a temporary results root (:func:`dynamix.pipeline.runner.run_pipeline`,
     which points ``$DYNAMIX_RESULTS`` at it: calibration and policies go there too)."""
-    from dynamix.experiments.pipeline import run_pipeline
+    from dynamix.pipeline.runner import run_pipeline
 
     results = tmp_path_factory.mktemp("smoke") / "results"
     repo_results = _tree(paths.RESULTS)
@@ -119,7 +119,8 @@ def smoke_pipeline(tmp_path_factory) -> Path:
 
 
 def test_pipeline_records_every_stage_time_and_publishes_the_headline_files(smoke_pipeline, tmp_path):
-    from dynamix.experiments.pipeline import PUBLISHED, STAGES, publish
+    from dynamix.pipeline.publish import PUBLISHED, publish
+    from dynamix.pipeline.runner import STAGES
 
     times = pd.read_csv(smoke_pipeline / "stage_times.csv")
     assert list(times["stage"]) == list(STAGES) and (times["seconds"] > 0).all()

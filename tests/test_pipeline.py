@@ -12,8 +12,8 @@ import pandas as pd
 import papermill
 import pytest
 
-from dynamix.experiments import pipeline
-from dynamix.experiments.pipeline import STAGES, completed, read_times, record_time, run_pipeline
+from dynamix.pipeline import runner
+from dynamix.pipeline.runner import STAGES, completed, read_times, record_time, run_pipeline
 
 
 class FakePapermill:
@@ -35,7 +35,7 @@ class FakePapermill:
 def clock(monkeypatch):
     """perf_counter advancing 10 s per call: every stage attempt takes 10 s."""
     ticks = iter(range(0, 10**6, 10))
-    monkeypatch.setattr(pipeline.time, "perf_counter", lambda: float(next(ticks)))
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: float(next(ticks)))
 
 
 def test_sittings_add_up_and_completed_stages_are_skipped(tmp_path, monkeypatch, clock):

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from dynamix import cli, paths
-from dynamix.experiments.manifest import git_sha, provenance_problem
-from dynamix.experiments.pipeline import PUBLISHED
+from dynamix.pipeline.manifest import git_sha, provenance_problem
+from dynamix.pipeline.publish import PUBLISHED
 
 
 def _git(*args: str) -> str:

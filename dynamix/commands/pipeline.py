@@ -6,9 +6,10 @@ Examples::
     dynamix pipeline --profile cpu --stages claims        # one stage again, on the earlier stages' outputs
     dynamix pipeline --profile cpu --publish              # copy the headline files to docs/expected/cpu
 
-See :mod:`dynamix.experiments.pipeline`. ``dvc repro`` remains the way to run the default profile.
-The notebooks read the repository's ``params.yaml`` (the file DVC tracks), so ``--params`` may name no
-other file; the results root is held for the whole run (:func:`dynamix.rundir.lock`).
+See :mod:`dynamix.pipeline.runner` and :mod:`dynamix.pipeline.publish`. ``dvc repro`` remains the way
+to run the default profile. The notebooks read the repository's ``params.yaml`` (the file DVC tracks),
+so ``--params`` may name no other file; the results root is held for the whole run
+(:func:`dynamix.rundir.lock`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import argparse
 from pathlib import Path
 
 from dynamix import config, paths, rundir
-from dynamix.experiments.pipeline import STAGES, default_root, publish, run_pipeline
+from dynamix.pipeline.publish import publish
+from dynamix.pipeline.runner import STAGES, default_root, run_pipeline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

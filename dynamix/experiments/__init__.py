@@ -4,11 +4,12 @@
 They sit on the evaluation protocol (:mod:`dynamix.evaluation`), the agent's training
 (:mod:`dynamix.rl`), the simulator, the engine and the figures (:mod:`dynamix.plots`); the
 notebooks, ``dynamix run`` and ``dynamix pipeline`` run them, the playground reads their results.
+The notebooks' generator, the runner of their sequence and the ``manifest.json`` each stage writes
+belong to :mod:`dynamix.pipeline`.
 
 Modules, in the pipeline's data-flow order (:data:`EXPERIMENTS` names the stages):
 
 - ``shared``           what several stages share: workload, seeds, budgets, run cache, policy names;
-- ``manifest``         ``manifest.json``: config, hash, git sha, versions and command of a result;
 - ``prepare``          data counts and the committed calibrations every later stage relies on;
 - ``baselines``        the static batch-size sweep on one simulated cluster;
 - ``surrogate``        fit the surrogate to the static sweep and validate it (``fit-surrogate``,
@@ -19,13 +20,11 @@ Modules, in the pipeline's data-flow order (:data:`EXPERIMENTS` names the stages
 - ``transfer``         a policy trained on one workload, run on another;
 - ``claims``           the paper's claims beside our numbers, each with an interval and a verdict;
 - ``ablation``         from the paper's recipe to ours, one addition at a time;
-- ``compression``      what lossless gradient compression changes for the policies;
-- ``notebooks``        write ``notebooks/NN_<experiment>.ipynb`` from one template;
-- ``pipeline``         every stage's notebook in order for a profile outside DVC, and publishing.
+- ``compression``      what lossless gradient compression changes for the policies.
 
-``run`` writes ``runs.csv``, ``summary.csv``, ``summary.json`` and ``manifest.json`` into
-``out_dir`` (see :mod:`dynamix.experiments.shared`) and returns the summary;
-``figures(out_dir, fig_dir)`` draws the experiment's figures from those files
+``run`` writes ``runs.csv``, ``summary.csv``, ``summary.json`` and ``manifest.json``
+(:mod:`dynamix.pipeline.manifest`) into ``out_dir`` (see :mod:`dynamix.experiments.shared`) and
+returns the summary; ``figures(out_dir, fig_dir)`` draws the experiment's figures from those files
 (:mod:`dynamix.plots`). The notebooks and ``dynamix run`` call exactly these two functions.
 
 Results of one pipeline live side by side under a results root (``results/`` by default): an

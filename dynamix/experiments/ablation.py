@@ -60,7 +60,7 @@ from tqdm.auto import tqdm
 from dynamix import cluster, config, io, paths, plots
 from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.experiments import shared
-from dynamix.experiments.manifest import write_manifest
+from dynamix.pipeline.manifest import write_manifest
 from dynamix.policies.base import PolicySpec
 
 log = logging.getLogger(__name__)

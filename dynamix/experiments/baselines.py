@@ -29,7 +29,7 @@ from dynamix.evaluation.runs import PLATEAU_FRACTION, curves, late_gain_pts, run
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.targets import censored_time, set_targets
 from dynamix.experiments import shared
-from dynamix.experiments.manifest import read_manifest, write_manifest
+from dynamix.pipeline.manifest import read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from dynamix.evaluation import stats
 from dynamix.evaluation.oracle import ORACLE
 from dynamix.evaluation.sim2real import ratios as sim2real_ratios
 from dynamix.evaluation.targets import censored_time, missed
-from dynamix.experiments.manifest import write_manifest
 from dynamix.experiments.shared import TUNED_GLOBAL_LBBSP, TUNED_LBBSP
+from dynamix.pipeline.manifest import write_manifest
 
 log = logging.getLogger(__name__)
 

@@ -93,7 +93,7 @@ from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary, run_totals
 from dynamix.evaluation.targets import censored_time, missed, target_accuracy, with_targets
 from dynamix.experiments import shared
-from dynamix.experiments.manifest import read_manifest, write_manifest
+from dynamix.pipeline.manifest import read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from dynamix.evaluation.runs import curves, run_summary
 from dynamix.evaluation.oracle import ORACLE, oracle_search
 from dynamix.evaluation.targets import at_levels, time_to_target, with_targets
 from dynamix.experiments import shared
-from dynamix.experiments.manifest import read_manifest, write_manifest
+from dynamix.pipeline.manifest import read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from dynamix import io, plots
 from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats
 from dynamix.experiments import surrogate
-from dynamix.experiments.manifest import write_manifest
 from dynamix.experiments.shared import policy_dir, side_by_side
+from dynamix.pipeline.manifest import write_manifest
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from dynamix import io, plots
 from dynamix.config import Config
 from dynamix.data import load_cifar10
 from dynamix.experiments import shared
-from dynamix.experiments.manifest import write_manifest
+from dynamix.pipeline.manifest import write_manifest
 from dynamix.sim.calibrate import load_calibration
 
 log = logging.getLogger(__name__)

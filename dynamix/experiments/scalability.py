@@ -39,7 +39,7 @@ from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
 from dynamix.experiments import shared
-from dynamix.experiments.manifest import read_manifest, write_manifest
+from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.sim.cluster import calibrated_cost
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ into ``out_dir``:
 - ``summary.csv``: one row per run (policy, seed, time to target, final accuracy, ...);
 - ``summary.json``: the aggregates the DVC ``metrics`` section tracks;
 - ``manifest.json``: config, config hash, git sha, package versions and the command that ran
-  (:mod:`dynamix.experiments.manifest`).
+  (:mod:`dynamix.pipeline.manifest`).
 
 Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, writers and run ids from
 :mod:`dynamix.io`. Experiment modules import this module, never each other.

@@ -41,7 +41,7 @@ from dynamix.config import Config, with_overrides
 from dynamix.data import load_cifar10
 from dynamix.evaluation.runner import evaluate
 from dynamix.evaluation.targets import censored_time
-from dynamix.experiments.manifest import git_sha
+from dynamix.pipeline.manifest import git_sha
 from dynamix.experiments.shared import run_cache, sim_config
 from dynamix.sim import measured, progress
 from dynamix.sim.progress_fit import fit_progress

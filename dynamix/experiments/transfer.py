@@ -36,8 +36,8 @@ from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
 from dynamix.experiments import shared, surrogate
-from dynamix.experiments.manifest import read_manifest, write_manifest
 from dynamix.experiments.shared import Workload, parse_pair, policy_dir
+from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.policies.base import PolicySpec
 
 log = logging.getLogger(__name__)

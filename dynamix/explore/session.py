@@ -33,8 +33,8 @@ from dynamix.errors import UserError
 from dynamix.evaluation.runner import evaluate
 from dynamix.evaluation.targets import set_targets
 from dynamix.experiments import shared
-from dynamix.experiments.manifest import write_manifest
 from dynamix.explore.results import RunSet
+from dynamix.pipeline.manifest import write_manifest
 from dynamix.policies.base import make_policy
 from dynamix.sim.cluster import calibrated_cost
 

@@ -1,6 +1,6 @@
 """Writes ``notebooks/NN_<experiment>.ipynb`` from one template, so the notebooks stay thin and alike.
 
-    python -m dynamix.experiments.notebooks          # regenerate every notebook (outputs stripped)
+    python -m dynamix.pipeline.notebooks             # regenerate every notebook (outputs stripped)
 
 Each notebook is: a title cell naming its figures and DVC stage; a ``parameters`` cell with literals
 only (papermill injects overrides after it, so nothing derived may live there); one cell calling the

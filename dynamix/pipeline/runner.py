@@ -1,4 +1,4 @@
-"""The whole pipeline of one profile into its own results root, outside DVC, and its published files.
+"""The whole pipeline of one profile into its own results root, outside DVC.
 
 ``dvc repro`` runs the pipeline of the profile in ``params.yaml`` into ``results/`` (the quick default
 profile, tracked by ``dvc.lock``). Another profile, such as the converged ``cpu`` profile, runs the
@@ -7,6 +7,8 @@ default profile's tracked results stay as they are:
 
     dynamix pipeline --profile cpu                      # -> results/profiles/cpu, resumable
     dynamix pipeline --profile cpu --publish            # then copy the headline files to docs/expected/cpu
+
+Publishing lives in :mod:`dynamix.pipeline.publish`.
 
 Each stage's notebook is executed by papermill with ``profile`` and ``results_dir`` injected and
 ``$DYNAMIX_RESULTS`` pointing at the root, so policies and the run cache
@@ -30,7 +32,6 @@ import contextlib
 import datetime as dt
 import logging
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -39,37 +40,12 @@ from typing import Iterator, Sequence
 import pandas as pd
 
 from dynamix import config, io, paths
-from dynamix.errors import UserError
-from dynamix.experiments import notebooks as gen
-from dynamix.experiments.manifest import provenance_problem, read_manifest
+from dynamix.pipeline import notebooks as gen
 
 log = logging.getLogger(__name__)
 
 STAGES = tuple(spec.experiment for spec in gen.NOTEBOOKS)
 """The stages in pipeline order (one notebook each, as in dvc.yaml)."""
-
-PUBLISHED = {
-    "claims/claims.csv": "claims.csv",
-    "claims/claims.md": "claims.md",
-    "claims/per_cluster.csv": "per_cluster.csv",
-    "claims/held_out.md": "held_out.md",
-    "claims/per_policy.csv": "per_policy.csv",
-    "claims/per_policy.md": "per_policy.md",
-    "scalability/summary.csv": "scalability_summary.csv",
-    "baselines/summary.csv": "baselines_summary.csv",
-    "inference/summary.csv": "inference_summary.csv",
-    "inference/levels.csv": "inference_levels.csv",
-    "inference/tuning.csv": "inference_tuning.csv",
-    "inference/tuning_global.csv": "inference_tuning_global.csv",
-    "inference/clusters.csv": "clusters.csv",
-    "transfer/summary.csv": "transfer_summary.csv",
-    "transfer/summary.json": "transfer_summary.json",
-    "compression/summary.csv": "compression_summary.csv",
-    "compression/compression.csv": "compression.csv",
-    "stage_times.csv": "stage_times.csv",
-}
-"""Results-root file -> its name in ``docs/expected/<profile>/`` (:func:`publish`)."""
-
 
 def default_root(profile: str) -> Path:
     """Where a profile's pipeline writes: ``results/`` for the DVC-tracked default, else ``results/profiles/<profile>``."""
@@ -191,34 +167,3 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
             finally:  # an interrupted or failed attempt keeps its time too
                 record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, complete)
     return root
-
-
-def publish(profile: str, root: str | Path | None = None, dest: str | Path | None = None,
-            check_provenance: bool = True) -> list[Path]:
-    """Copy a finished pipeline's headline files (:data:`PUBLISHED`) and figures (PNG) to
-    ``docs/expected/<profile>/`` (or ``dest``), with ``PROFILE`` holding the profile's name.
-
-    Every stage's outputs must come from a clean commit whose code and params the stage reads are
-    HEAD's (:func:`~dynamix.experiments.manifest.provenance_problem`); the first that does not is
-    refused with one line naming the stage (``check_provenance=False`` skips this, for tests that
-    publish a throwaway run from a working tree)."""
-    root = Path(root) if root is not None else default_root(profile)
-    dest = Path(dest) if dest is not None else paths.ROOT / "docs" / "expected" / profile
-    missing = [src for src in PUBLISHED if not (root / src).exists()]
-    if missing:
-        raise FileNotFoundError(f"{root} lacks {', '.join(missing)}: run the whole pipeline first "
-                                f"(dynamix pipeline --profile {profile})")
-    for stage in STAGES if check_provenance else ():
-        if (root / stage / "manifest.json").exists():
-            problem = provenance_problem(stage, read_manifest(root / stage))
-            if problem:
-                raise UserError(f"not published: {problem}")
-    dest.mkdir(parents=True, exist_ok=True)
-    written = []
-    for src, name in PUBLISHED.items():
-        written.append(Path(shutil.copyfile(root / src, dest / name)))
-    for png in sorted((root / "figures").glob("*/*.png")):
-        written.append(Path(shutil.copyfile(png, dest / f"{png.parent.name}_{png.name}")))
-    io.write_text(dest / "PROFILE", profile + "\n")
-    written.append(dest / "PROFILE")
-    return written
