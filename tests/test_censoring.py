@@ -145,6 +145,24 @@ def test_the_per_policy_table_ranks_the_missing_policy_behind_every_policy_that_
     assert "| dynamix | 5/5 |" in claims.per_policy_markdown(table.reset_index(), cfg.rl.target_fraction)
 
 
+def test_across_clusters_the_missing_policy_is_behind_and_its_worst_cell_named(cfg):
+    """Two cells: lbbsp is 10 % slower than the oracle in both, gns 2 % in one and 30 % in the other;
+    dynamix misses everywhere. The summary gives each policy's geometric mean and worst cell, ranks the
+    policy that never reached the target behind every one that did, and counts its misses."""
+    slower = {**CELL, "gns": [(10.4 + 0.1 * s, 18.0) for s in SEEDS]}  # 1.3x the oracle in cell "d"
+    table = claims.per_policy(summary({"c": CELL, "d": slower}), cfg)
+    across = claims.across_clusters(table, cfg.rl.target_fraction).set_index("policy")
+    assert list(across.columns) == claims.ACROSS_COLUMNS[:1] + claims.ACROSS_COLUMNS[2:]
+    at = table.set_index(["cluster", "policy"])["over_oracle"]
+    assert across.loc["gns", "geomean_over_oracle"] == pytest.approx(math.sqrt(at["c", "gns"] * at["d", "gns"]))
+    assert across.loc["gns", "worst_cluster"] == "d" and across.loc["gns", "worst_over_oracle"] == pytest.approx(at["d", "gns"])
+    assert across.loc["dynamix", "missed"] == "10/10" and across.loc["lbbsp", "missed"] == "0/10"
+    reached = across[across["missed"].str.startswith("0/")]
+    assert (across.loc["dynamix", "geomean_over_oracle"] > reached["geomean_over_oracle"]).all()
+    md = claims.per_policy_markdown(table, cfg.rl.target_fraction)
+    assert md.startswith("**Across the held-out clusters**") and "| dynamix | sgd | 2 | 10/10 | ≥ " in md
+
+
 def test_times_at_other_target_levels_come_from_the_same_windows():
     """at_levels: the primary level gives the summary's own times; a higher level is crossed no sooner."""
     windows = pd.DataFrame({"run_id": ["r0"] * 4 + ["r1"] * 4, "window": [0, 1, 2, 3] * 2,
