@@ -23,10 +23,10 @@ which the ranks read (``python -m dynamix.engine``), so every rank trains the sa
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,25 +71,17 @@ def launch_env() -> dict[str, str]:
 
 def start_torchrun(cmd: list[str]) -> subprocess.Popen:
     """Start torchrun as the leader of its own process group (its ranks join it), which the kernel
-    sends SIGTERM (torchrun then stops its ranks) when this process dies, even by SIGKILL
-    (``prctl(PR_SET_PDEATHSIG)``): a killed launch leaves no rank training into its folder."""
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork: the child only calls it
-    except (OSError, AttributeError):  # not Linux: the group record in the folder's lock still refuses
-        prctl = None
-    return subprocess.Popen(cmd, env=launch_env(), start_new_session=True,
-                            preexec_fn=functools.partial(_die_with_parent, prctl, os.getpid()))
-
-
-def _die_with_parent(prctl, parent: int) -> None:
-    """In the forked child: SIGTERM when the parent ends (1 = PR_SET_PDEATHSIG)."""
-    if prctl is None:
-        return
-    prctl(1, signal.SIGTERM)
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+    sends SIGTERM (torchrun then stops its ranks) when this process dies, even by SIGKILL: a killed
+    launch leaves no rank training into its folder. The parent-death signal is set by util-linux's
+    ``setpriv --pdeathsig TERM`` exec'ing torchrun (it survives the exec), not by Python code in the
+    forked child: with a ``preexec_fn`` CPython runs the at-fork handlers in the child, and gRPC's
+    (the local arbitrator's server threads in this process) aborted the child. Without ``setpriv``
+    (not Linux) there is no parent-death signal; the group record in the folder's lock still refuses
+    a second writer."""
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        cmd = [setpriv, "--pdeathsig", "TERM", *cmd]
+    return subprocess.Popen(cmd, env=launch_env(), start_new_session=True)
 
 
 def engine_args(cfg_path: Path, out_dir: Path, *, spec_path: Path | None = None, policy_spec: str | None = None,
