@@ -42,7 +42,7 @@ same B at 4, 6 or 8 workers ends within half a point), and a run's time to targe
 accuracy after a step decay clears the target, which no smooth law in P reproduces. So the model may
 carry, instead, the measured mean test accuracy of the experiments' static sweep (every seed, the
 profile's own schedule and epoch budget) on a grid of epochs e and log2 B (:func:`accuracy_table` in
-:mod:`dynamix.sim.progress_fit`). A run at a varying batch reads it, bilinearly, at its epochs and at
+:mod:`dynamix.sim.measured`). A run at a varying batch reads it, bilinearly, at its epochs and at
 an effective batch
 
     log2 B_eff(e) <- log2 B + (log2 B_eff - log2 B) exp(-de / m),    m = ``memory_epochs``
