@@ -580,6 +580,9 @@ class RLConfig:
     # or this many epochs (return_shape: paper, target)
     episode_epochs: float = setting(1.5, rng(0.01, 1000.0))
     workers: int = setting(4, rng(1, 256))  # workers per training cluster (fixed: one VecEnv slot each)
+    # Workers per training cluster drawn per episode, log-uniform over [low, high] (rounded): a policy
+    # that meets 2-32 workers in training (rl.action global only: one slot whatever N); (): rl.workers
+    workers_range: tuple[int, ...] = setting((), rng(1, 256))
     speed: tuple[float, ...] = setting((0.25, 2.0), rng(1e-3, 1e4))  # worker speed range, log-uniform
     bandwidth_gbps: tuple[float, ...] = setting((0.5, 25.0), rng(1e-4, 1e4))  # per-link, log-uniform
     latency_ms: tuple[float, ...] = setting((0.01, 1.0), rng(0.0, 1e4))  # per-link, uniform
@@ -652,6 +655,12 @@ class RLConfig:
         for knob, value in chosen.items():
             if getattr(self, knob) in ("", 0):
                 object.__setattr__(self, knob, value)  # frozen: resolve once, at construction
+        if self.workers_range and (len(self.workers_range) != 2 or self.workers_range[0] > self.workers_range[1]):
+            raise ConfigError(f"rl.workers_range = {list(self.workers_range)} must be a pair [low, high] of worker "
+                              "counts with 1 <= low <= high <= 256, or [] for rl.workers")
+        if self.workers_range and self.action != "global":
+            raise ConfigError(f"rl.workers_range = {list(self.workers_range)} needs rl.action = 'global' (one slot "
+                              f"whatever the worker count); rl.action = {self.action!r} has one slot per worker")
         if self.warm_start == "lbbsp" and self.state not in ("dynamix", "schedule"):
             raise ConfigError(
                 f"rl.warm_start = 'lbbsp' reads lb_gap, which rl.state = {self.state!r} does not observe: "
@@ -674,7 +683,7 @@ class ExecutorConfig:
 
 
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
-                                                  "warm_start_smoothing": 0.0},
+                                                  "warm_start_smoothing": 0.0, "workers_range": ()},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),

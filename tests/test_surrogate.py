@@ -317,3 +317,30 @@ def test_target_return_reads_its_target_off_the_static_sweep(cfg):
                        progress=False, cost=COST)["test_acc"].dropna().iloc[-1]
               for b in tcfg.experiments.baselines.batch_sizes]
     assert env.target == pytest.approx(tcfg.rl.target_fraction * max(finals)) and 0 < env.target < 1
+
+
+def test_workers_range_draws_one_count_per_episode_with_its_own_target(cfg):
+    tcfg = training_config(config.with_overrides(cfg, {"rl": {"action": "global", "workers_range": [2, 16], "episode_epochs": 4.0,
+                                                              "return_shape": "target"}}))
+    env = DynamixEnv(tcfg, cost=COST)
+    counts = []
+    for seed in range(12):
+        obs, _ = env.reset(seed=seed)
+        assert obs.shape == (1, env.state.obs_dim)  # one slot whatever the count
+        assert len(env.batch_sizes) == env.n_workers == env.cluster.spec.n_workers
+        assert env.target == env._target(env.n_workers)
+        counts.append(env.n_workers)
+    assert min(counts) >= 2 and max(counts) <= 16 and len(set(counts)) >= 4
+    # each count's target is its own static sweep's, computed once
+    assert len(set(env._targets.values())) > 1 and set(env._targets) >= set(counts)
+    fixed = DynamixEnv(training_config(config.with_overrides(cfg, {"rl": {"action": "global"}})), cost=COST)
+    for seed in range(3):
+        fixed.reset(seed=seed)
+        assert fixed.n_workers == cfg.rl.workers
+
+
+def test_workers_range_needs_the_global_action_and_an_ordered_pair(cfg):
+    with pytest.raises(ConfigError, match="rl.workers_range .* needs rl.action = 'global'"):
+        config.with_overrides(cfg, {"rl": {"workers_range": [2, 8]}})
+    with pytest.raises(ConfigError, match=r"rl.workers_range = \[8, 2\] must be a pair"):
+        config.with_overrides(cfg, {"rl": {"action": "global", "workers_range": [8, 2]}})

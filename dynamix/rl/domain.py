@@ -2,7 +2,8 @@
 
 Each training episode draws a fresh :class:`~dynamix.cluster.ClusterSpec` so the policy learns
 behaviour that holds across clusters rather than memorising one (Tobin et al. 2017). With ``rl``
-the section of ``params.yaml``, every worker of a ``rl.workers``-worker cluster gets, independently:
+the section of ``params.yaml``, every worker of a ``rl.workers``-worker cluster (or a count drawn per
+episode from ``rl.workers_range``, :func:`draw_workers`) gets, independently:
 
 - speed ~ log-uniform(``rl.speed``) (relative to the calibrated reference machine);
 - bandwidth ~ log-uniform(``rl.bandwidth_gbps``), latency ~ uniform(``rl.latency_ms``);
@@ -47,11 +48,23 @@ def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
     return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
 
-def sample_cluster(rl: RLConfig, rng: np.random.Generator, horizon_iters: int, name: str = "train") -> ClusterSpec:
-    """One random training cluster; ``rng`` fully determines it (seeded by the caller)."""
+def draw_workers(rl: RLConfig, rng: np.random.Generator) -> int:
+    """An episode's worker count: ``rl.workers``, or log-uniform over ``rl.workers_range`` rounded to an
+    integer, so each octave of cluster sizes (2-4, 4-8, ..., 16-32) gets as many episodes; nothing is
+    drawn from ``rng`` without a range, so configs without one sample the clusters they sampled before."""
+    if not rl.workers_range:
+        return rl.workers
+    lo, hi = rl.workers_range
+    return int(min(max(round(_log_uniform(rng, lo, hi)), lo), hi))
+
+
+def sample_cluster(rl: RLConfig, rng: np.random.Generator, horizon_iters: int, name: str = "train",
+                   n_workers: int | None = None) -> ClusterSpec:
+    """One random training cluster of ``n_workers`` workers (default ``rl.workers``); ``rng`` fully
+    determines it (seeded by the caller)."""
     for field_name in ("speed", "bandwidth_gbps", "latency_ms", "straggler_probability", "jitter", "fixed_ms", "overlap"):
         _range(rl, field_name)
-    n = rl.workers
+    n = rl.workers if n_workers is None else n_workers
     fixed = _range(rl, "fixed_ms")
     overlap = _range(rl, "overlap")
 

@@ -33,7 +33,7 @@ window's reward is then weighted by ``dt / dt_ref``. The epoch budget stays as a
 ``target``: after ``rl.episode_epochs`` epochs or at the first window whose test accuracy reaches the
 target (tested every window), ``rl.target_accuracy`` or else ``rl.target_fraction`` x the best final
 test accuracy of the static sweep (``experiments.baselines.batch_sizes``) on a homogeneous cluster of
-the episode's workers in the same backend (:func:`reference_target`, once per environment: the
+the episode's workers in the same backend (:func:`reference_target`, once per worker count: the
 learning curve does not depend on the cluster's speeds, only its clock does).
 """
 
@@ -53,7 +53,7 @@ from dynamix.config import Config, with_overrides
 from dynamix.data import Cifar10, load_cifar10
 from dynamix.policies import make_policy
 from dynamix.policies.base import Bounds
-from dynamix.rl.domain import horizon_iters, sample_cluster
+from dynamix.rl.domain import draw_workers, horizon_iters, sample_cluster
 from dynamix.rl.reward import PART_NAMES, target_parts, time_weighted, worker_rewards
 from dynamix.rl.actions import ActionScheme
 from dynamix.rl.state import SPECS, StateBuilder
@@ -82,15 +82,22 @@ def training_config(cfg: Config) -> Config:
                                           "schedule_epochs": rl.episode_epochs}})
 
 
-def reference_target(cfg: Config, n_workers: int, data: Cifar10 | None = None, cost: CostModel | None = None) -> float:
+def reference_target(cfg: Config, n_workers: int, n_train: int, data: Cifar10 | None = None,
+                     cost: CostModel | None = None) -> float:
     """``rl.return_shape: target``'s accuracy (module docstring): ``rl.target_accuracy`` when set, else
     ``rl.target_fraction`` x the best final test accuracy of the static sweep under ``cfg`` (an
-    episode's config) on ``n_workers`` homogeneous workers, seed ``train.seed``."""
+    episode's config) on ``n_workers`` homogeneous workers, seed ``train.seed``; sizes whose global
+    batch exceeds the ``n_train`` training samples are left out (as a run would refuse them)."""
     if cfg.rl.target_accuracy > 0:
         return cfg.rl.target_accuracy
     spec = homogeneous(n_workers)
+    sizes = [b for b in cfg.experiments.baselines.batch_sizes if b * n_workers <= n_train]
+    if not sizes:
+        raise ValueError(f"rl.workers = {n_workers}: every static size of experiments.baselines.batch_sizes "
+                         f"{list(cfg.experiments.baselines.batch_sizes)} x {n_workers} workers exceeds the "
+                         f"{n_train} training samples, so the target return has no reference")
     finals = {}
-    for b in cfg.experiments.baselines.batch_sizes:
+    for b in sizes:
         rows = simulate(spec, cfg, make_policy(f"static:{b}"), cfg.train.seed, progress=False, data=data, cost=cost)
         finals[b] = float(rows["test_acc"].dropna().iloc[-1])
     target = cfg.rl.target_fraction * max(finals.values())
@@ -141,10 +148,9 @@ class DynamixEnv(gym.Env):
             shape=(self.n_slots, self.state.obs_dim), dtype=np.float32)
         self.action_space = gym.spaces.MultiDiscrete([len(self.scheme.choices)] * self.n_slots)
         self.n_train = self.surrogate.n_train if self.surrogate is not None else len(self.data.train_y)
-        self._horizon_iters = horizon_iters(cfg.rl.episode_epochs, self.n_train, self.n_workers, cfg.batch.initial)
         self.time_shaped = cfg.rl.return_shape == "time"
-        self.target = (reference_target(cfg, self.n_workers, self.data, self.cost)
-                       if cfg.rl.return_shape == "target" else math.nan)
+        self._targets: dict[int, float] = {}  # the target return's accuracy per worker count, computed once each
+        self.target = self._target(self.n_workers)
         self.reached = False
         self.ref_window_s = self.budget_s = math.inf
         self._elapsed_s = 0.0
@@ -153,15 +159,26 @@ class DynamixEnv(gym.Env):
         self.batch_sizes: tuple[int, ...] = ()
         self.workers: list = []  # the last window's WorkerWindows: what the next action steps from
 
+    def _target(self, n_workers: int) -> float:
+        """``return_shape: target``'s accuracy on ``n_workers`` workers (:func:`reference_target`); NaN otherwise."""
+        if self.cfg.rl.return_shape != "target":
+            return math.nan
+        if n_workers not in self._targets:
+            self._targets[n_workers] = reference_target(self.cfg, n_workers, self.n_train, self.data, self.cost)
+        return self._targets[n_workers]
+
     def _next_spec(self) -> ClusterSpec:
         if self.specs:
             return self.specs[self.episode % len(self.specs)]
-        return sample_cluster(self.cfg.rl, self.np_random, self._horizon_iters, name=f"train-{self.episode}")
+        n = draw_workers(self.cfg.rl, self.np_random)  # rl.workers, or one count per episode (rl.workers_range)
+        horizon = horizon_iters(self.cfg.rl.episode_epochs, self.n_train, n, self.cfg.batch.initial)
+        return sample_cluster(self.cfg.rl, self.np_random, horizon, name=f"train-{self.episode}", n_workers=n)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.episode += 1
         spec = self._next_spec()
+        self.n_workers, self.target = spec.n_workers, self._target(spec.n_workers)
         run_seed = int(self.np_random.integers(0, 2**31 - 1))
         self.close()
         self.cluster = self._new_cluster(spec, run_seed)

@@ -301,7 +301,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     training: dict[str, Any] = {
         "timesteps": int(model.num_timesteps), "init": init, "seed": seed,
         "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
-        "episode_epochs": cfg.rl.episode_epochs, "workers": env.n_workers, "episodes": env.episode,
+        "episode_epochs": cfg.rl.episode_epochs, "workers": list(cfg.rl.workers_range) or env.n_workers, "episodes": env.episode,
         "rl": dataclasses.asdict(cfg.rl),
         "warm_start": after_ppo(json.loads(ws_json.read_text()), model, ws_data) if ws_json.exists() else None,
     }
