@@ -20,7 +20,8 @@ Modules, grouped in data-flow order (command ``make-mini`` is module ``make_mini
 - engine:       ``arbitrator`` (serve batch-size decisions over gRPC), ``launch`` (the workers,
                 through torchrun);
 - agent:        ``sample_clusters`` (validation clusters from the training distribution),
-                ``train_policy`` (train the agent), ``convert_policy`` (a trusted pickled artifact
+                ``train_policy`` (train the agent), ``select_policy`` (the seed that ships, chosen on
+                validation clusters), ``convert_policy`` (a trusted pickled artifact
                 rewritten as data only);
 - evaluation:   ``evaluate`` (policies on clusters over seeds), ``sim2real`` (the real engine beside
                 the simulator);

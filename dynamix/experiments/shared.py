@@ -16,6 +16,7 @@ Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, write
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -100,12 +101,35 @@ TUNED = {TUNED_LBBSP: "per_worker_batch", TUNED_GLOBAL_LBBSP: "global_batch"}
 """The tuned rules and what each sweep's candidates are (:data:`dynamix.evaluation.tuning.KEYS`)."""
 
 
+SELECTION = "selection"
+"""The folder beside ``policies/`` where ``dynamix select-policy`` records which seed's policy ships
+(:mod:`dynamix.experiments.selection`)."""
+
+
+def trained_policy(policy_dir: Path, name: str) -> Path:
+    """The artifact the name ``dynamix`` means: the selection's choice when ``<results>/selection``
+    holds one for ``name``, else ``<name>.zip`` (the first training seed's). A choice whose artifact
+    has changed since (retrained) is refused: its scores were another policy's."""
+    record = Path(policy_dir).parent / SELECTION / "selection.json"
+    data = json.loads(record.read_text()) if record.exists() else {}
+    if data.get("name") != name:
+        return Path(policy_dir) / f"{name}.zip"
+    from dynamix.rl.artifact import sha256  # lazy: torch and SB3 only when a selection is read
+
+    path = Path(policy_dir) / data["chosen"]
+    if not path.exists() or sha256(path) != data["sha256"]:
+        raise ConfigError(f"{record} chose {path}, which has changed since (or is gone): rerun `dynamix "
+                          "select-policy`, or delete the record to use the first seed's policy")
+    return path
+
+
 def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:
     """A policy name of the experiments -> its policy spec: ``dynamix`` (the trained policy of the
-    policy_training stage) -> ``dynamix:<dir>/<name>.zip``; any other spec unchanged. The tuned rules
-    (:data:`TUNED`) are refused here: only the inference stage, which runs their sweep, can resolve them."""
+    policy_training stage, :func:`trained_policy`) -> ``dynamix:<path>``; any other spec unchanged. The
+    tuned rules (:data:`TUNED`) are refused here: only the inference stage, which runs their sweep, can
+    resolve them."""
     if spec == TRAINED:
-        return str(PolicySpec.trained(Path(policy_dir) / (name + ".zip")))
+        return str(PolicySpec.trained(trained_policy(policy_dir, name)))
     if spec in TUNED:
         raise ConfigError(f"policy {spec!r} is tuned by the inference stage only: "
                           "list it in experiments.inference.policies, not elsewhere")

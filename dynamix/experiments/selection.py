@@ -1,0 +1,70 @@
+"""Choose the pipeline's policy among the policy_training stage's seeds (``dynamix select-policy``).
+
+Not a stage of its own: it runs between ``policy_training`` and ``inference`` when asked, and writes
+``<results>/selection/``: ``selection.csv`` (one row per run, :data:`dynamix.evaluation.selection.TABLE_COLUMNS`)
+and ``selection.json`` (the scores, the choice, its sha256, the clusters and seeds). From then on the
+policy name ``dynamix`` of every stage resolves to the chosen artifact
+(:func:`dynamix.experiments.shared.trained_policy`); with no
+selection it is the first seed's, ``<name>.zip``. The scores: :mod:`dynamix.evaluation.selection`, on
+``experiments.inference.tune_clusters`` over ``tune_seeds`` seeds with the first optimiser of
+``experiments.inference.optimizers``; held-out clusters play no part.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from dynamix import cluster, io
+from dynamix.config import Config, ConfigError
+from dynamix.evaluation import selection
+from dynamix.experiments import shared
+from dynamix.pipeline.manifest import write_manifest
+
+log = logging.getLogger(__name__)
+
+NAME = shared.SELECTION
+
+
+def seed_candidates(cfg: Config, pdir: Path) -> dict[str, str]:
+    """The policy_training stage's policies, ``<name>`` (seed 0) and ``<name>-s<k>``, label -> spec."""
+    name, n = cfg.experiments.policy_training.name, cfg.experiments.policy_training.seeds
+    labels = [name] + [f"{name}-s{k}" for k in range(1, n)]
+    missing = [label for label in labels if not (pdir / f"{label}.zip").exists()]
+    if missing:
+        raise ConfigError(f"no trained policy {', '.join(missing)} in {pdir}: run the policy_training stage first")
+    return {label: f"dynamix:{pdir / label}.zip" for label in labels}
+
+
+def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:
+    """Score the trained seeds on the validation clusters and record the choice under ``root/selection``."""
+    out = Path(root) / NAME
+    out.mkdir(parents=True, exist_ok=True)
+    e = cfg.experiments.inference
+    pdir = shared.policy_dir(out)
+    candidates = seed_candidates(cfg, pdir)
+    specs = [cluster.load(c) for c in e.tune_clusters]
+    opt = e.optimizers[0]
+    run_cfgs = shared.budgeted(cfg, [(spec, shared.sim_config(cfg, optim=shared.optimizer(cfg, opt))) for spec in specs], out)
+    scores, table = selection.run_and_score(list(zip(specs, run_cfgs)), candidates, e.tune_global_batches,
+                                    shared.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
+                                    cache=shared.run_cache(out), progress=progress)
+    choice = selection.choose(scores, list(candidates))
+    from dynamix.rl.artifact import sha256
+
+    summary = {
+        "name": cfg.experiments.policy_training.name,
+        "chosen": f"{choice}.zip",
+        "sha256": sha256(pdir / f"{choice}.zip"),
+        "scores": {k: round(float(v), 4) for k, v in scores.items()},
+        "missed": {k: int(v) for k, v in table.groupby("policy")["time_to_target_s"].apply(lambda s: s.isna().sum()).items()},
+        "clusters": [spec.name for spec in specs],
+        "seeds": shared.seeds(cfg)[: e.tune_seeds],
+        "optimizer": opt,
+    }
+    io.write_csv(table, out / "selection.csv")
+    io.write_json(out / "selection.json", summary)
+    write_manifest(out, cfg, NAME, {"candidates": list(candidates)})
+    log.info("selected %s: scores %s", choice, summary["scores"])
+    return summary
+

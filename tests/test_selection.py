@@ -1,0 +1,71 @@
+"""Choosing the policy that ships (dynamix/evaluation/selection.py, dynamix/experiments/selection.py):
+scored with the real math on validation clusters beside the LB-BSP sweep, a miss censored, and every
+later stage's ``dynamix`` the choice until its artifact changes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from dynamix import config
+from dynamix.cli import main as cli_main
+from dynamix.config import ConfigError
+from dynamix.evaluation import selection, targets
+from dynamix.experiments import policy_training
+from dynamix.experiments import selection as select_stage
+from dynamix.experiments.shared import policy_dir, resolve_policy
+
+
+def test_a_candidate_that_misses_cannot_win_and_the_rule_is_scored_beside_it():
+    # cluster a: the candidate "fast" stops early without the target; "slow" and the rule reach it
+    t = pd.DataFrame({"cluster": ["a", "a", "a", "b", "b", "b"],
+                      "policy": ["fast", "slow", "lbbsp:batch=512"] * 2,
+                      "time_to_target_s": [math.nan, 12.0, 10.0, 5.0, 6.0, 8.0],
+                      "total_time_s": [9.0, 20.0, 15.0, 9.0, 20.0, 15.0]})
+    t["time_to_target_censored_s"] = targets.censored_time(t)
+    s = selection.scores(t, ["fast", "slow", "lbbsp:batch=512"])
+    assert s["fast"] == pytest.approx(math.sqrt(20.0 / 10.0 * 1.0))  # the miss counts at a's horizon, 20 s
+    assert s["slow"] == pytest.approx(math.sqrt(12.0 / 10.0 * 6.0 / 5.0))
+    assert s["lbbsp:batch=512"] == pytest.approx(math.sqrt(1.0 * 8.0 / 5.0))
+    assert selection.choose(s, ["fast", "slow"]) == "slow"
+
+
+def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path, capsys):
+    over = {"experiments": {"seeds": 1, "jobs": 1, "epochs": 0.05, "eval_every": 2, "eval_samples": 200,
+                            "baselines": {"batch_sizes": [32, 128]}, "policy_training": {"seeds": 2},
+                            "inference": {"tune_clusters": ["clusters/validation/val-ps-4.yaml"],
+                                          "tune_global_batches": [256, 512], "tune_seeds": 1}},
+            "rl": {"timesteps": 16}}  # fmt: skip
+    cfg = config.load(profile="smoke", overrides=over)
+    root = tmp_path / "results"
+    policy_training.run(cfg, root / "policy_training")
+    pdir = policy_dir(root / "policy_training")
+    assert resolve_policy("dynamix", pdir, "dynamix") == f"dynamix:{pdir / 'dynamix.zip'}"  # no selection yet
+    summary = select_stage.run(cfg, root, progress=False)
+    assert set(summary["scores"]) == {"dynamix", "dynamix-s1", "lbbsp:batch=256", "lbbsp:batch=512"}
+    chosen = summary["chosen"].removesuffix(".zip")
+    assert summary["scores"][chosen] == min(summary["scores"]["dynamix"], summary["scores"]["dynamix-s1"])
+    assert min(summary["scores"].values()) == pytest.approx(1.0)  # one cluster: its fastest policy scores 1
+    table = pd.read_csv(root / "selection" / "selection.csv")
+    assert set(table["policy"]) == set(summary["scores"]) and table["cluster"].unique().tolist() == ["val-ps-4"]
+    assert table.loc[table["candidate"], "policy"].nunique() == 2
+    assert resolve_policy("dynamix", pdir, "dynamix") == f"dynamix:{pdir / summary['chosen']}"
+    # a retrained (changed) artifact is not what was scored: refused, naming the record
+    with open(pdir / summary["chosen"], "ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(ConfigError, match="selection.json chose .* which has changed since"):
+        resolve_policy("dynamix", pdir, "dynamix")
+    # the command: the same choice (its runs are cached), one JSON line
+    (pdir / summary["chosen"]).write_bytes((pdir / summary["chosen"]).read_bytes()[:-1])
+    assert cli_main(["select-policy", "--profile", "smoke", "--results", str(root), "--no-progress",
+                     *[f"--set={k}={json.dumps(v)}" for k, v in {
+                         "experiments.seeds": 1, "experiments.jobs": 1, "experiments.epochs": 0.05,
+                         "experiments.eval_every": 2, "experiments.eval_samples": 200,
+                         "experiments.baselines.batch_sizes": [32, 128], "experiments.policy_training.seeds": 2,
+                         "experiments.inference.tune_clusters": ["clusters/validation/val-ps-4.yaml"],
+                         "experiments.inference.tune_global_batches": [256, 512],
+                         "experiments.inference.tune_seeds": 1, "rl.timesteps": 16}.items()]]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chosen"] == summary["chosen"]
