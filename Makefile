@@ -44,7 +44,7 @@ smoke: setup
 	$(VENV)/bin/dvc exp run --temp -S profile=smoke
 
 test: setup
-	$(PY) -m pytest -m "not slow" -q $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -q --durations=30 $(PYTEST_ARGS)
 
 test-all: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
