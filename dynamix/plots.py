@@ -203,7 +203,7 @@ def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 0,
                  teacher: pd.DataFrame | None = None) -> plt.Figure:
     """Policy training: cumulative reward per episode (mean over workers of each worker's return).
 
-    ``progress``: PPO's episodes (:mod:`dynamix.rl.train`'s CSV). Episodes run on randomised clusters,
+    ``progress``: PPO's episodes (:mod:`dynamix.rl.learn`'s CSV). Episodes run on randomised clusters,
     so single returns scatter widely: each training seed's returns are smoothed by a rolling mean over
     ``window`` episodes (0: a fortieth of the episodes, at least 5) before anything is drawn. A
     ``seed`` column with several training seeds gives the mean of the smoothed curves over seeds and

@@ -298,7 +298,7 @@ class Counting(Recorder):
 
 
 def test_policy_state_survives_an_arbitrator_restart_with_a_store(tmp_path):
-    from dynamix.rpc.state import PolicyStateStore
+    from dynamix.rpc.snapshots import PolicyStateStore
 
     store = PolicyStateStore(tmp_path / "policy.pt")
     arb = start(2, Counting(), store=store)
@@ -329,7 +329,7 @@ def test_a_state_file_is_read_as_data_and_one_the_arbitrator_did_not_write_is_re
     import torch
 
     from dynamix.errors import InputFileError
-    from dynamix.rpc.state import PolicyStateStore
+    from dynamix.rpc.snapshots import PolicyStateStore
 
     marker = tmp_path / "payload-ran"
     crafted, notes = tmp_path / "state.pt", tmp_path / "notes.txt"

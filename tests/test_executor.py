@@ -21,7 +21,7 @@ from dynamix import cli, config, rundir
 from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec, to_yaml_dict
 from dynamix.evaluation import executor
 from dynamix.evaluation.runner import evaluate
-from dynamix.rl.train import train_policy
+from dynamix.rl.learn import train_policy
 from helpers.raycluster import LocalRayCluster, free_port
 from helpers.rl import rl_cfg, tiny_cost
 

@@ -25,8 +25,8 @@ from dynamix.policies.base import Bounds, make_policy
 from dynamix.rl.algos import make_algo
 from dynamix.rl.artifact import artifact_paths, load_policy
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
+from dynamix.rl.learn import train_policy
 from dynamix.rl.state import FEATURE_NAMES, PAPER_FEATURES, SPECS, StateBuilder
-from dynamix.rl.train import train_policy
 from dynamix.sim.run import simulate
 
 KNOBS = ("state", "time_signal", "return_shape", "warm_start", "timesteps")

@@ -28,9 +28,9 @@ from dynamix.rl.algos import make_algo
 from dynamix.rl.artifact import PolicyArtifactError, artifact_paths, load_policy
 from dynamix.rl.domain import sample_cluster, sample_set
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
+from dynamix.rl.learn import PROGRESS_COLUMNS, train_policy
 from dynamix.rl.reward import time_weighted, worker_rewards
 from dynamix.rl.state import FEATURE_NAMES, FEATURES, OBS_DIM, OBS_HIGH, OBS_LOW, STATE_SPEC_VERSION, StateBuilder, apply_actions
-from dynamix.rl.train import PROGRESS_COLUMNS, train_policy
 from dynamix.rl.warmstart import teacher_actions, warm_start
 from dynamix.sim.run import simulate
 

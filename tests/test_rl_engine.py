@@ -1,5 +1,5 @@
 """The RL environment over the real engine (``rl.backend: engine``): torchrun workers, decisions
-through the in-process gRPC arbitrator (dynamix.rl.engine_backend).
+through the in-process gRPC arbitrator (dynamix.sim.engine_cluster).
 
 Each episode launches a real 2-worker engine run (8-10 s to start on 2 cores), so the default tier
 has one episode; check_env (several resets) and a training run end to end are in the slow tier.
@@ -17,8 +17,8 @@ from dynamix import config
 from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
 from dynamix.rl.artifact import load_policy
 from dynamix.rl.env import DynamixEnv, training_config
+from dynamix.rl.learn import train_policy
 from dynamix.rl.state import OBS_DIM, apply_actions
-from dynamix.rl.train import train_policy
 
 from helpers.engine import sizes_by_window
 

@@ -21,8 +21,8 @@ from dynamix.policies.base import Bounds, PolicyContext, make_policy
 from dynamix.rl.actions import GLOBAL_FACTORS, ActionScheme
 from dynamix.rl.artifact import artifact_paths, load_policy
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
+from dynamix.rl.learn import train_policy
 from dynamix.rl.state import FEATURE_NAMES, OBS_DIM, SPECS, StateBuilder, apply_actions
-from dynamix.rl.train import train_policy
 from dynamix.rl.warmstart import teacher_global_actions
 from dynamix.sim import progress
 from dynamix.sim.run import simulate

@@ -385,7 +385,7 @@ def serve_refused(*args: str) -> str:
 
 
 def test_serve_refuses_an_artifact_it_cannot_run_at_start(tmp_path):
-    from dynamix.rl.train import train_policy
+    from dynamix.rl.learn import train_policy
     from helpers.rl import rl_cfg, tiny_cost
 
     artifact = train_policy(rl_cfg(), "tiny", timesteps=8, out_dir=tmp_path, cost=tiny_cost(), progress=False)

@@ -24,8 +24,8 @@ from dynamix.rl.actions import ActionScheme
 from dynamix.rl.algos import build, recipe_for
 from dynamix.rl.artifact import (PICKLED, PolicyArtifactError, artifact_paths, load_policy, save_policy,
                                  sha256)
+from dynamix.rl.learn import CHECKPOINT_FORMAT, _stale, resume
 from dynamix.rl.state import SPECS
-from dynamix.rl.train import CHECKPOINT_FORMAT, _stale, resume
 from dynamix.train import checkpoint
 
 SMOKE = ["--profile", "smoke", "--set", "model.name=mlp", "--set", "model.width=0.25"]

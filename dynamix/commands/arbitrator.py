@@ -67,7 +67,7 @@ def read_token(path: Path | None, env_value: str | None, env_name: str) -> str |
 def main(args: argparse.Namespace) -> int:
     from dynamix.rpc.arbitrator import Arbitrator, PolicyFailure, RunSettings
     from dynamix.rpc.server import TOKEN_ENV, ArbitratorServer
-    from dynamix.rpc.state import PolicyStateStore
+    from dynamix.rpc.snapshots import PolicyStateStore
 
     overrides: dict = {}
     for text in args.overrides:

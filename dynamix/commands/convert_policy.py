@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from dynamix.rl.artifact import artifact_paths, convert, read_meta, PICKLED
-    from dynamix.rl.train import convert_checkpoint
+    from dynamix.rl.learn import convert_checkpoint
 
     if not args.trust:
         raise UserError(f"loading {args.old} unpickles it, which runs any code it holds: pass --trust if you "

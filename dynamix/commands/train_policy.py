@@ -6,7 +6,7 @@
         --set rl.model=resnet8                                # transfer: fine-tune on another workload
 
 Writes ``results/policies/<name>.zip`` + ``.json`` and a resumable ``<name>.run/`` folder
-(:func:`dynamix.rl.train.train_policy`); rerunning the same command resumes, ``--fresh`` starts over.
+(:func:`dynamix.rl.learn.train_policy`); rerunning the same command resumes, ``--fresh`` starts over.
 A relative ``--out`` is read from the current directory; ``--name`` is a plain file name, and a second
 training of one name while the first runs is refused (:func:`dynamix.rundir.lock`).
 """
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dynamix.rl.train import train_policy
+    from dynamix.rl.learn import train_policy
 
     cfg = config.load(args.params, args.profile, args.overrides)
     if args.timesteps is not None:

@@ -191,7 +191,7 @@ def compute(cfg: Config, out: Path, progress: bool = True) -> pd.DataFrame:
     """Train and evaluate everything in :func:`plan` (resuming); one row per run, targets set."""
     from dynamix.evaluation.runner import evaluate
     from dynamix.evaluation.targets import set_targets
-    from dynamix.rl.train import train_policy
+    from dynamix.rl.learn import train_policy
 
     a = cfg.experiments.ablation
     work = out / "work"

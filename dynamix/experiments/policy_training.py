@@ -1,4 +1,4 @@
-"""Policy training (the paper's reward curve): PPO on randomised virtual clusters (:mod:`dynamix.rl.train`).
+"""Policy training (the paper's reward curve): PPO on randomised virtual clusters (:mod:`dynamix.rl.learn`).
 
 The budget is ``experiments.policy_training.timesteps`` (0: ``rl.timesteps``, what ``dynamix
 train-policy`` uses): the default profile trains a shorter policy so the pipeline fits 45 minutes.
@@ -75,7 +75,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
 def train_seed(cfg: Config, k: int, out_dir: Path) -> Path:
     """Policy k: ``train.seed + k`` on the seed stream of ``experiments.policy_training.name``; k = 0 is
     the pipeline's policy (``<name>.zip``), the others ``<name>-s<k>.zip``."""
-    from dynamix.rl.train import train_policy
+    from dynamix.rl.learn import train_policy
 
     e = cfg.experiments.policy_training
     name = e.name if k == 0 else f"{e.name}-s{k}"

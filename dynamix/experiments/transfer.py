@@ -57,7 +57,7 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
     else one trained here (``rl`` settings; ``transfer.timesteps`` PPO transitions, 0: the main
     policy's ``policy_training.timesteps``, so source and target are trained alike) into ``out/policies``."""
     from dynamix.rl.env import training_config
-    from dynamix.rl.train import train_policy
+    from dynamix.rl.learn import train_policy
 
     main = training_config(cfg)
     if (main.model.name, main.model.width, main.optim.name) == (w.model, w.width, w.optimizer):

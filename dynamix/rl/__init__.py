@@ -1,23 +1,22 @@
 """The DYNAMIX agent: state spec, reward, gymnasium environment, PPO training, policy artifacts.
 
-It sits on the simulator and its surrogate (:mod:`dynamix.sim`), the policies, the cluster spec
-and, for ``rl.backend: engine``, the engine and the arbitrator; ``dynamix train-policy``, the
-evaluation (a trained agent as ``dynamix:PATH``) and the experiments use it. The agent's manual:
-``docs/rl.md``.
+It sits on the simulator's episode back-ends (:mod:`dynamix.sim`: the real-math virtual cluster, the
+fitted surrogate and, for ``rl.backend: engine``, :mod:`dynamix.sim.engine_cluster` on the real engine),
+the policies and the cluster spec; ``dynamix train-policy``, the evaluation (a trained agent as
+``dynamix:PATH``) and the experiments use it. The agent's manual: ``docs/rl.md``.
 
 Modules, in data-flow order (training clusters in, a trained policy and its decisions out):
 
-- ``domain``          domain randomisation: the distribution of training (and validation) clusters;
-- ``state``           the versioned state spec: each worker's observation at a window's end;
-- ``actions``         what a decision moves (``rl.action``): each worker's batch, or the global one;
-- ``reward``          the per-worker, per-window reward and how windows sum into a return;
-- ``env``             one episode = one training run: the gymnasium environment and the per-worker
-                      ``VecEnv`` PPO trains on;
-- ``engine_backend``  the environment's episodes on the real engine, decisions via the arbitrator;
-- ``algos``           the learners: stable-baselines3 PPO, the paper's simplified policy gradient;
-- ``warmstart``       imitation of an LB-BSP teacher before PPO (``rl.warm_start``);
-- ``train``           a training run (``dynamix train-policy``): resumable checkpoints, progress,
-                      the artifact;
-- ``artifact``        policy artifacts (``.zip`` tensors + ``.json`` metadata), saved and checked;
-- ``policy``          ``dynamix:PATH``: a trained agent as a deterministic ``BatchSizePolicy``.
+- ``domain``     domain randomisation: the distribution of training (and validation) clusters;
+- ``state``      the versioned state spec: each worker's observation at a window's end;
+- ``actions``    what a decision moves (``rl.action``): each worker's batch, or the global one;
+- ``reward``     the per-worker, per-window reward and how windows sum into a return;
+- ``env``        one episode = one training run on the back-end ``rl.backend`` picks: the gymnasium
+                 environment and the per-worker ``VecEnv`` PPO trains on;
+- ``algos``      the learners: stable-baselines3 PPO, the paper's simplified policy gradient;
+- ``warmstart``  imitation of an LB-BSP teacher before PPO (``rl.warm_start``);
+- ``learn``      the agent's training run (``dynamix train-policy``): resumable checkpoints,
+                 progress, the artifact (the model's own training loop is :mod:`dynamix.train`);
+- ``artifact``   policy artifacts (``.zip`` tensors + ``.json`` metadata), saved and checked;
+- ``policy``     ``dynamix:PATH``: a trained agent as a deterministic ``BatchSizePolicy``.
 """

@@ -206,7 +206,7 @@ class DynamixEnv(gym.Env):
         """The episode's training run: simulated (``rl.backend: sim``), real (``engine``) or the fitted
         surrogate (``surrogate``)."""
         if self.cfg.rl.backend == "engine":
-            from dynamix.rl.engine_backend import EngineCluster  # lazy: grpc and torchrun only when used
+            from dynamix.sim.engine_cluster import EngineCluster  # lazy: grpc and torchrun only when used
 
             return EngineCluster(spec, self.cfg, run_seed)
         if self.surrogate is not None:

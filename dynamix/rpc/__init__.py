@@ -3,7 +3,8 @@
 It sits on the policies (:mod:`dynamix.policies`) and the window state
 (:mod:`dynamix.metrics.schema`); the engine asks it for batch sizes
 (``dynamix launch --arbitrator``), ``dynamix arbitrator serve`` (:mod:`dynamix.commands.arbitrator`)
-serves it, and the agent's engine backend, sim2real and the inference experiment run one in process.
+serves it, and the engine episode back-end (:mod:`dynamix.sim.engine_cluster`), sim2real and the
+inference experiment run one in process.
 
 Modules, in data-flow order (a worker's window report in, its next batch size out):
 
@@ -15,7 +16,8 @@ Modules, in data-flow order (a worker's window report in, its next batch size ou
 - ``convert``     messages <-> :mod:`dynamix.metrics.schema` dataclasses
 - ``validate``    range and consistency checks on reports (errors name the field)
 - ``arbitrator``  the logic in plain Python: registration, per-window barrier, policy calls
-- ``state``       optional policy-state persistence across arbitrator restarts (JSON, data only)
+- ``snapshots``   each run's latest policy-state snapshot, kept across arbitrator restarts
+                  (``--state-file``; JSON, data only)
 - ``local``       an arbitrator on loopback for one process's lifetime (experiments, tests)
 
 Usage (one arbitrator, workers started by the engine from the same profile)::

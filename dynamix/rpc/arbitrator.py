@@ -25,7 +25,7 @@ live run with another world size is refused (it is another job reusing the id), 
 
 Restarts: every process start draws a new ``session_id``; a report carrying another session is
 refused with FAILED_PRECONDITION, the worker re-registers (saying which window comes next and its
-current size) and training continues. Without a :class:`~dynamix.rpc.state.PolicyStateStore` the
+current size) and training continues. Without a :class:`~dynamix.rpc.snapshots.PolicyStateStore` the
 policy starts cold for the re-registered run; with one, its state after the last decision is restored.
 The other way round, when the *workers* restart: a registration saying "next window 0" for a run that
 already decided windows starts that run afresh (policy reset); one saying "next window w" with w at
@@ -53,7 +53,7 @@ from typing import Callable, Sequence
 from dynamix.config import Config
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext
-from dynamix.rpc.state import PolicyStateStore
+from dynamix.rpc.snapshots import PolicyStateStore
 from dynamix.rpc.validate import (
     MAX_RUNS,
     RUN_FIELDS,

@@ -1,10 +1,12 @@
-"""The RL environment over the real engine: ``torchrun`` workers, decisions through the gRPC arbitrator.
+"""The episode back-end on the real engine: ``torchrun`` workers, decisions through the gRPC arbitrator.
 
 :class:`EngineCluster` offers what :class:`~dynamix.rl.env.DynamixEnv` drives on a
-:class:`~dynamix.sim.cluster.VirtualCluster` (``run_window``, ``done``, ``elapsed_s``, ``iteration``),
-but every window is k real iterations of the distributed engine (:mod:`dynamix.engine`), with the
-cluster spec's heterogeneity emulated on this machine (:mod:`dynamix.engine.hetero`). Select it with
-``rl.backend: engine`` (``dynamix train-policy --set rl.backend=engine``).
+:class:`~dynamix.sim.cluster.VirtualCluster` or a :class:`~dynamix.sim.surrogate.SurrogateCluster`
+(``run_window``, ``done``, ``elapsed_s``, ``iteration``), but every window is k real iterations of the
+distributed engine (:mod:`dynamix.engine`), with the cluster spec's heterogeneity emulated on this
+machine (:mod:`dynamix.engine.hetero`). Select it with ``rl.backend: engine``
+(``dynamix train-policy --set rl.backend=engine``); the environment imports this module only then, so
+grpc and torchrun load only when used.
 
 Control is inverted, as in a deployment: the engine's workers report each window to an arbitrator
 (:mod:`dynamix.rpc.arbitrator`, served in this process on a free loopback port) whose policy is a
