@@ -611,7 +611,7 @@ class RLConfig:
     return_shape: str = setting("", one_of("", "time", "paper", "target"))
     # Where episodes train: "sim" = the calibrated virtual-time simulator (dynamix.sim); "engine" = real
     # torchrun workers on this machine, the cluster's heterogeneity emulated, decisions through the gRPC
-    # arbitrator (dynamix.rl.engine_backend); "surrogate" = the simulator's clock with a fitted model of
+    # arbitrator (dynamix.sim.engine_cluster); "surrogate" = the simulator's clock with a fitted model of
     # learning instead of the model math (dynamix.sim.surrogate; `dynamix fit-surrogate` first), which
     # simulated runs (`dynamix simulate`, `evaluate`) then use too.
     backend: str = setting("sim", one_of("sim", "engine", "surrogate"))

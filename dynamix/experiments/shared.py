@@ -76,7 +76,7 @@ def budgeted(cfg: Config, groups: list[tuple[ClusterSpec, Config]], out_dir: str
 
 def side_by_side(fn: Callable[..., Any], calls: Sequence[tuple], jobs: int) -> list:
     """``[fn(*args) for args in calls]``, up to ``jobs`` of them at once in spawned processes (one torch
-    thread each, as :func:`dynamix.rl.train.train_policy` sets): a policy's training is seeded and uses
+    thread each, as :func:`dynamix.rl.learn.train_policy` sets): a policy's training is seeded and uses
     one core, so training several side by side gives the same artifacts in a fraction of the time.
     ``fn`` must be importable (module level); ``jobs`` <= 1 or a single call runs in this process."""
     jobs = min(jobs, len(calls))
