@@ -58,9 +58,8 @@ from dynamix.rl.reward import PART_NAMES, target_parts, time_weighted, worker_re
 from dynamix.rl.actions import ActionScheme
 from dynamix.rl.state import SPECS, StateBuilder
 from dynamix.sim import progress
-from dynamix.sim.cluster import VirtualCluster, calibrated_cost
-from dynamix.sim.run import simulate
-from dynamix.sim.surrogate import SurrogateCluster
+from dynamix.sim.cluster import ClusterClock, calibrated_cost
+from dynamix.sim.run import simulate, virtual_cluster
 from dynamix.train.loop import epoch_cap
 
 log = logging.getLogger(__name__)
@@ -155,7 +154,7 @@ class DynamixEnv(gym.Env):
         self.ref_window_s = self.budget_s = math.inf
         self._elapsed_s = 0.0
         self.episode = -1
-        self.cluster: VirtualCluster | None = None
+        self.cluster: ClusterClock | None = None
         self.batch_sizes: tuple[int, ...] = ()
         self.workers: list = []  # the last window's WorkerWindows: what the next action steps from
 
@@ -209,9 +208,7 @@ class DynamixEnv(gym.Env):
             from dynamix.sim.engine_cluster import EngineCluster  # lazy: grpc and torchrun only when used
 
             return EngineCluster(spec, self.cfg, run_seed)
-        if self.surrogate is not None:
-            return SurrogateCluster(spec, self.cfg, self.surrogate, seed=run_seed, cost=self.cost)
-        return VirtualCluster(spec, self.cfg, data=self.data, seed=run_seed, cost=self.cost)
+        return virtual_cluster(spec, self.cfg, self.data, run_seed, self.cost, model=self.surrogate)
 
     def close(self) -> None:
         """Stop the current episode's engine run (a simulated one needs nothing)."""

@@ -37,11 +37,11 @@ log = logging.getLogger(__name__)
 
 
 def virtual_cluster(spec: ClusterSpec, cfg: Config, data: Cifar10 | None = None, seed: int | None = None,
-                    cost: CostModel | None = None) -> ClusterClock:
+                    cost: CostModel | None = None, model: progress.ProgressModel | None = None) -> ClusterClock:
     """The run's cluster: the fitted surrogate (:mod:`dynamix.sim.surrogate`) when ``rl.backend`` is
-    ``surrogate``, else the real-math simulator."""
+    ``surrogate`` (``model``, else the one ``cfg`` names, read from its file), else the real-math simulator."""
     if cfg.rl.backend == "surrogate":
-        return SurrogateCluster(spec, cfg, progress.for_config(cfg), seed=seed, cost=cost)
+        return SurrogateCluster(spec, cfg, model or progress.for_config(cfg), seed=seed, cost=cost)
     return VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
 
 
