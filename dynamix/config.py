@@ -416,19 +416,70 @@ class CompressionExperiment:
                               "cifar10")
 
 
-ABLATION_STEPS = ("paper", "time", "imbalance", "state", "dynamix")
-"""The ablation's ladder, one addition per step (:mod:`dynamix.experiments.ablation`)."""
-ABLATION_VARIANTS = ("schedule", "frame-stack", "global", "schedule-scratch", "global-scratch")
-"""Opt-in rows beside the ladder, each one change to the default recipe (:mod:`dynamix.experiments.ablation`)."""
+@dataclass(frozen=True)
+class AblationStep:
+    """One row of the ablation (:data:`ABLATION`, :mod:`dynamix.experiments.ablation`)."""
+
+    ladder: bool
+    """On the ladder (a step, adding :attr:`rl` to the step before it) or a variant beside it (:attr:`rl`
+    applied to the config given, the default recipe)."""
+    rl: Mapping[str, Any] | None
+    """The ``rl`` overrides: a step's addition (the first step's to the paper recipe given the whole
+    transition budget), a variant's one change; ``None``: the config given itself (the last step)."""
+    changes: str
+    """One line: what the row changes (the ``changes`` column of the ablation's table)."""
+
+
+ABLATION_FRAME_STACK = 3
+"""The ``frame-stack`` variant's k: the current window and the two before it (a trend needs three points)."""
+
+ABLATION: dict[str, AblationStep] = {
+    # the ladder, in order
+    "paper": AblationStep(True, {}, "the paper's recipe: its state, T_iter = iteration time, plain sum over "
+                                    "epoch-budgeted episodes, PPO from scratch on the whole budget"),
+    "time": AblationStep(True, {"return_shape": "time"},
+                         "+ duration-weighted return over a time-budgeted episode (rl.return_shape: time)"),
+    "imbalance": AblationStep(True, {"time_signal": "imbalance"},
+                              "+ T_iter = straggler excess + own wait, per iteration "
+                              "(rl.time_signal: imbalance)"),
+    "state": AblationStep(True, {"state": "dynamix"},
+                          "+ our state v4: lb_gap, compute/wait/comm split, busy_rel, straggler and "
+                          "noise-scale aggregates"),
+    "dynamix": AblationStep(True, None, "+ LB-BSP warm start, its transitions taken from PPO's budget: "
+                                        "the default recipe"),
+    # the variants of the default
+    "schedule": AblationStep(False, {"state": "schedule"},
+                             "+ schedule state: training progress, learning-rate phase, noise-scale trend "
+                             "(rl.state: schedule)"),
+    "frame-stack": AblationStep(False, {"frame_stack": ABLATION_FRAME_STACK},
+                                f"+ frame stack: the last {ABLATION_FRAME_STACK} windows' observations "
+                                f"(rl.frame_stack: {ABLATION_FRAME_STACK})"),
+    "global": AblationStep(False, {"action": "global"},
+                           "global action: one step of the global batch (x0.5..x2) per window, split by "
+                           "speed (rl.action: global)"),
+    "schedule-scratch": AblationStep(False, {"state": "schedule", "warm_start": "none"},
+                                     "schedule state without the warm start: PPO from scratch on the whole "
+                                     "budget"),
+    "global-scratch": AblationStep(False, {"action": "global", "warm_start": "none"},
+                                   "global action without the warm start: PPO from scratch on the whole "
+                                   "budget"),
+}
+"""Every row the ablation can run (``experiments.ablation.steps``), by name: the ladder from the paper's
+recipe to ours, one addition per step, in order, then the opt-in variants of the default, each one
+change to it (:mod:`dynamix.experiments.ablation`). The one table of them: the names allowed, the
+ladder's order, the overrides and the table's labels all come from here."""
+ABLATION_STEPS = tuple(name for name, row in ABLATION.items() if row.ladder)
+"""The ablation's ladder, in order (:data:`ABLATION`)."""
+ABLATION_VARIANTS = tuple(name for name, row in ABLATION.items() if not row.ladder)
+"""Opt-in rows beside the ladder, each one change to the default recipe (:data:`ABLATION`)."""
 
 
 @dataclass(frozen=True)
 class AblationExperiment:
     """From the paper's recipe to ours one addition at a time (:mod:`dynamix.experiments.ablation`)."""
 
-    # Ladder steps to train and evaluate, in order: paper, time, imbalance, state, dynamix (= the default);
-    # and optional variants of the default: schedule (+ schedule state), frame-stack (+ memory), global
-    # (global-batch action), schedule-scratch and global-scratch (the same without the warm start)
+    # Rows to train and evaluate, names of ABLATION: the ladder's steps, in order (paper .. dynamix = the
+    # default), and optional variants of the default (ABLATION_VARIANTS)
     steps: tuple[str, ...] = setting(ABLATION_STEPS)
     seeds: int = setting(3, rng(1, 100))  # training seeds per step (train.seed + k); policy k runs with run seed k
     heldout: tuple[str, ...] = setting(
@@ -689,7 +740,9 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "w
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),
                                                                              "tune_global_batches": (256, 384, 512, 640, 768)}}
 """Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
-behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes."""
+behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes.
+The evaluation run cache's key has its own table (:data:`dynamix.evaluation.cache.NEUTRAL`): its
+settings were added at other times, and an entry moved from one to the other would change stored hashes."""
 
 HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64},
                                            "rl": {"warm_start_grow": 1.0, "warm_start_workers": ()}}

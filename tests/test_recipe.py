@@ -193,11 +193,11 @@ def test_fine_tuning_changes_the_weights_and_some_actions(cost, tmp_path):
 
 
 def test_ablation_ladder_adds_one_thing_per_step_from_the_paper_to_the_default():
-    from dynamix.experiments.ablation import STEPS, step_configs
+    from dynamix.experiments.ablation import step_configs
 
     cfg = config.load()
     steps = step_configs(cfg)
-    assert list(steps) == list(STEPS) == list(config.ABLATION_STEPS)
+    assert list(steps) == list(config.ABLATION_STEPS) == ["paper", "time", "imbalance", "state", "dynamix"]
     assert steps["dynamix"] is cfg
     assert steps["paper"].rl == config.load(overrides=["rl.recipe=paper"]).rl
     changed = {"time": {"return_shape"}, "imbalance": {"time_signal"}, "state": {"state"},

@@ -34,7 +34,9 @@ and ``engine.compression``."""
 
 NEUTRAL = {"data": {"dataset": "cifar10"}, "train": {"schedule_epochs": 0.0}, "cost": {"wire_fraction": 1.0, "codec_ms": 0.0, "collectives": 1, "arbitration_ms": 0.0, "arbitration_ms_per_worker": 0.0}}
 """Settings added after runs were cached, left out of the key at these values (the behaviour from
-before they existed), so the cached runs stay valid."""
+before they existed), so the cached runs stay valid. Not :data:`dynamix.config.HASH_NEUTRAL`: that one
+keeps :meth:`Config.hash` (stage records, policy artifacts), whose settings were added at other times;
+``cost`` is the cost model's, no config section."""
 
 
 def _keyed(name: str, fields: dict) -> dict:

@@ -1,6 +1,6 @@
 """Ablation: from the paper's recipe to ours (``rl.recipe``), one addition at a time.
 
-The ladder (:data:`STEPS`), each step adding one thing to the one before it:
+The ladder (:data:`dynamix.config.ABLATION_STEPS`), each step adding one thing to the one before it:
 
 - ``paper``: the paper's recipe (``rl.recipe: paper``): its state, T_iter = the iteration time, the
   plain sum of per-window rewards over an epoch-budgeted episode, PPO from scratch. PPO gets the
@@ -12,12 +12,13 @@ The ladder (:data:`STEPS`), each step adding one thing to the one before it:
 - ``dynamix``: + the LB-BSP warm start, its teacher transitions taken from PPO's budget: exactly the
   config given (the default recipe).
 
-Beside the ladder, opt-in variants of the default (:data:`VARIANTS`, named in
+Beside the ladder, opt-in variants of the default (:data:`dynamix.config.ABLATION_VARIANTS`, named in
 ``experiments.ablation.steps`` like a step), each one change to the config given:
 
 - ``schedule``: + the schedule signals in the state (``rl.state: schedule``: training progress,
   learning-rate phase, noise-scale trend);
-- ``frame-stack``: + memory, the last :data:`FRAME_STACK` windows' rows (``rl.frame_stack``);
+- ``frame-stack``: + memory, the last :data:`dynamix.config.ABLATION_FRAME_STACK` windows' rows
+  (``rl.frame_stack``);
 - ``global``: the global-batch action (``rl.action: global``: one factor of the global batch per
   window, split over the workers by speed);
 - ``schedule-scratch``, ``global-scratch``: the same two without the warm start, PPO from scratch on
@@ -71,35 +72,12 @@ BAR = 0.7
 and final accuracy no more than 1 point below the best static's."""
 ACC_BAR_PTS = -1.0
 
-STEPS: dict[str, str] = {
-    "paper": "the paper's recipe: its state, T_iter = iteration time, plain sum over epoch-budgeted episodes, "
-             "PPO from scratch on the whole budget",
-    "time": "+ duration-weighted return over a time-budgeted episode (rl.return_shape: time)",
-    "imbalance": "+ T_iter = straggler excess + own wait, per iteration (rl.time_signal: imbalance)",
-    "state": "+ our state v4: lb_gap, compute/wait/comm split, busy_rel, straggler and noise-scale aggregates",
-    "dynamix": "+ LB-BSP warm start, its transitions taken from PPO's budget: the default recipe",
-}
-"""What each step of the ladder adds to the one before (module docstring)."""
-_LADDER = {"paper": {}, "time": {"return_shape": "time"}, "imbalance": {"time_signal": "imbalance"},
-           "state": {"state": "dynamix"}}
-FRAME_STACK = 3
-"""The ``frame-stack`` variant's k: the current window and the two before it (a trend needs three points)."""
-VARIANTS: dict[str, str] = {
-    "schedule": "+ schedule state: training progress, learning-rate phase, noise-scale trend (rl.state: schedule)",
-    "frame-stack": f"+ frame stack: the last {FRAME_STACK} windows' observations (rl.frame_stack: {FRAME_STACK})",
-    "global": "global action: one step of the global batch (x0.5..x2) per window, split by speed (rl.action: global)",
-    "schedule-scratch": "schedule state without the warm start: PPO from scratch on the whole budget",
-    "global-scratch": "global action without the warm start: PPO from scratch on the whole budget",
-}
-"""The opt-in rows beside the ladder, each one change to the default (module docstring)."""
-_VARIANT_RL = {"schedule": {"state": "schedule"}, "frame-stack": {"frame_stack": FRAME_STACK},
-               "global": {"action": "global"}, "schedule-scratch": {"state": "schedule", "warm_start": "none"},
-               "global-scratch": {"action": "global", "warm_start": "none"}}
 SPLITS = ("heldout", "validation")
 
 
 def step_configs(cfg: Config) -> dict[str, Config]:
-    """The training config of every step; the last, ``dynamix``, is ``cfg`` itself.
+    """The training config of every step (:data:`dynamix.config.ABLATION_STEPS`); the last, ``dynamix``,
+    is ``cfg`` itself.
 
     The transition budget is the default's: ``rl.timesteps`` PPO plus ``rl.warm_start_timesteps``
     teacher transitions, which the steps without a warm start give to PPO.
@@ -110,19 +88,24 @@ def step_configs(cfg: Config) -> dict[str, Config]:
     budget = cfg.rl.timesteps + cfg.rl.warm_start_timesteps
     rl = {**config.recipe_overrides("paper"), "timesteps": budget}
     out = {}
-    for name, change in _LADDER.items():
+    for name in config.ABLATION_STEPS:
+        change = config.ABLATION[name].rl
+        if change is None:  # the config given
+            out[name] = cfg
+            continue
         rl = {**rl, **change}
         out[name] = with_overrides(cfg, {"rl": rl})
-    out["dynamix"] = cfg
     return out
 
 
 def variant_configs(cfg: Config) -> dict[str, Config]:
-    """The training config of every variant (:data:`VARIANTS`): ``cfg``, the default, with one change
-    (and, without the warm start, the teacher's transitions given to PPO: the same budget)."""
+    """The training config of every variant (:data:`dynamix.config.ABLATION_VARIANTS`): ``cfg``, the
+    default, with one change (and, without the warm start, the teacher's transitions given to PPO: the
+    same budget)."""
     budget = {"timesteps": cfg.rl.timesteps + cfg.rl.warm_start_timesteps}
+    changes = {name: config.ABLATION[name].rl for name in config.ABLATION_VARIANTS}
     return {name: with_overrides(cfg, {"rl": {**change, **(budget if change.get("warm_start") == "none" else {})}})
-            for name, change in _VARIANT_RL.items()}
+            for name, change in changes.items()}
 
 
 def eval_config(cfg: Config) -> Config:
@@ -248,8 +231,9 @@ def compare_all(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _order(policies) -> list[str]:
-    named = [s for s in (*STEPS, *VARIANTS) if s in set(policies)]
-    return named + sorted(p for p in set(policies) if p not in STEPS and p not in VARIANTS)
+    rows = (*config.ABLATION_STEPS, *config.ABLATION_VARIANTS)
+    named = [s for s in rows if s in set(policies)]
+    return named + sorted(p for p in set(policies) if p not in rows)
 
 
 def table(compared: pd.DataFrame) -> pd.DataFrame:
@@ -257,7 +241,8 @@ def table(compared: pd.DataFrame) -> pd.DataFrame:
     and LB-BSP, validation passes and mean ratio, and how many runs each cell pools."""
     rows = []
     for policy in _order(compared["policy"]):
-        row: dict = {"policy": policy, "changes": STEPS.get(policy) or VARIANTS.get(policy, "baseline")}
+        row: dict = {"policy": policy,
+                     "changes": config.ABLATION[policy].changes if policy in config.ABLATION else "baseline"}
         for split in SPLITS:
             c = compared[(compared["split"] == split) & (compared["policy"] == policy)]
             if not len(c):
