@@ -5,10 +5,12 @@ so a figure can be redrawn from results without rerunning anything. Every axis n
 intervals are the 95% t intervals over seeds from :func:`dynamix.evaluation.stats.aggregate` (bars),
 or seaborn's bootstrap band over seeds on a common time grid (curves).
 
-Legends sit outside the data (right of the panels), so no curve or bar hides behind one; a run that
-never reaches the target accuracy is marked (an ``x`` at its budget, "not reached") rather than left
-out; lines differ in style and marker as well as colour, and policies whose runs are identical are
-named together in the legend.
+Legends sit outside the data (right of the panels, beneath a single wide panel, or in a grid's empty
+cell), so no curve or bar hides behind one; a run that never reaches the target accuracy is marked
+(an ``x`` at its budget, "not reached"; in the time-to-target figure a hatched bar to the run's
+length, "n/n missed") rather than left out; lines differ in style and marker as well as colour, and
+policies whose runs are identical are named together in the legend. Bootstrap bands use a fixed
+seed and PDFs carry no creation date, so redrawing from the same tables gives the same files.
 
 PNG is what DVC's plots and the README show (DVC's HTML renderer needs a CDN; PNGs do not); PDF is
 for papers.
@@ -20,6 +22,8 @@ import json
 import logging
 from pathlib import Path
 
+import matplotlib.lines as mlines
+import matplotlib.patches as mpatches
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -32,16 +36,21 @@ sns.set_theme(context="paper", style="whitegrid")
 
 def save(fig: plt.Figure, stem: str | Path) -> plt.Figure:
     """Write ``stem.png`` (150 dpi) and ``stem.pdf``; parents are created. The panels fill the figure
-    (tight layout) and every figure-level legend is then placed beyond its right edge, where the
-    tight bounding box of the saved image takes it in: a legend never covers a panel."""
+    (tight layout) and every figure-level legend is then placed beyond its right edge (or, one made by
+    :func:`_legend_below`, beneath the panels), where the tight bounding box of the saved image takes
+    it in: a legend never covers a panel."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     for legend in fig.legends:
-        legend.set_loc("center left")
-        legend.set_bbox_to_anchor((1.0, 0.5), transform=fig.transFigure)
+        if getattr(legend, "dynamix_below", False):
+            legend.set_loc("upper center")
+            legend.set_bbox_to_anchor((0.5, 0.0), transform=fig.transFigure)
+        else:
+            legend.set_loc("center left")
+            legend.set_bbox_to_anchor((1.0, 0.5), transform=fig.transFigure)
     fig.savefig(stem.with_suffix(".png"), dpi=150, bbox_inches="tight")
-    fig.savefig(stem.with_suffix(".pdf"), bbox_inches="tight")
+    fig.savefig(stem.with_suffix(".pdf"), bbox_inches="tight", metadata={"CreationDate": None})  # byte-stable
     log.info("figure %s.{png,pdf}", stem)
     return fig
 
@@ -93,15 +102,16 @@ def _curves_figure(curves: pd.DataFrame, hue: str, col: str | None, title: str) 
     g = sns.relplot(
         data=grid, x="elapsed_s", y="test_acc_pct", hue=hue, style=hue, markers=True, dashes=True, col=col,
         kind="line", errorbar=("ci", 95), height=3.2, aspect=1.3, facet_kws={"sharex": False},
-        markevery=6, markersize=5, legend="full",
+        markevery=6, markersize=5, legend="full", seed=0,
     )  # fmt: skip
     g.set_axis_labels("training time (s, virtual)", "test accuracy (%)")
     g.figure.suptitle(f"{title} (band: 95% CI over seeds)", y=1.02)
     return g.figure
 
 
-def _legend_outside(fig: plt.Figure, axes, title: str | None = None) -> None:
-    """One figure legend from the labelled artists of ``axes`` (deduplicated), placed by :func:`save`."""
+def _legend_outside(fig: plt.Figure, axes, title: str | None = None, ncol: int = 1):
+    """One figure legend (``ncol`` columns) from the labelled artists of ``axes`` (deduplicated),
+    placed by :func:`save`; returns it (None: nothing labelled)."""
     handles, labels = [], []
     for ax in np.ravel(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -110,8 +120,17 @@ def _legend_outside(fig: plt.Figure, axes, title: str | None = None) -> None:
                 labels.append(lab)
         if ax.get_legend() is not None:
             ax.get_legend().remove()
-    if handles:
-        fig.legend(handles, labels, title=title, fontsize="small", frameon=False)
+    if not handles:
+        return None
+    return fig.legend(handles, labels, title=title, fontsize="small", frameon=False, ncol=ncol)
+
+
+def _legend_below(fig: plt.Figure, axes, ncol: int = 1) -> None:
+    """Like :func:`_legend_outside`, but :func:`save` places the legend centred beneath the panels, in
+    ``ncol`` columns: for a wide single panel, whose legend on the right would double its width."""
+    legend = _legend_outside(fig, axes, ncol=ncol)
+    if legend is not None:
+        legend.dynamix_below = True
 
 
 def _mark_unreached(ax, pos, sub: pd.DataFrame, y: str, budget: str | None, color=None, text: bool = True) -> None:
@@ -210,12 +229,13 @@ def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 0,
     a 95% bootstrap band over them; one seed, its raw returns behind the smoothed curve and the rolling
     interquartile range as the band. ``teacher``: the LB-BSP teacher's episodes of the imitation phase
     (episodes -n..-1, before PPO's 0), shaded apart, and their mean return as a horizontal reference.
+    The legend sits beneath the panel, which keeps the figure's whole width for the curve.
     """
-    fig, ax = plt.subplots(figsize=(6, 3.4))
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
     if teacher is not None and len(teacher):
         ax.axvspan(teacher["episode"].min() - 0.5, -0.5, color="tab:orange", alpha=0.08, lw=0)
         ax.plot(teacher["episode"], teacher["return"], ".", color="tab:orange", alpha=0.6,
-                label="imitation phase: LB-BSP teacher's episodes")
+                label="LB-BSP teacher's episodes (imitation phase)")
         ax.axhline(teacher["return"].mean(), color="tab:orange", ls="--", lw=1.2,
                    label=f"teacher's mean return ({teacher['return'].mean():.2f})")
     if len(progress):
@@ -226,21 +246,21 @@ def reward_curve(progress: pd.DataFrame, stem: str | Path, window: int = 0,
     if seeds > 1:
         smooth = progress.sort_values(["seed", "episode"]).assign(
             smoothed=lambda d: d.groupby("seed")["return"].transform(lambda r: r.rolling(window, min_periods=1).mean()))
-        sns.lineplot(data=smooth, x="episode", y="smoothed", errorbar=("ci", 95), ax=ax, color="tab:blue",
-                     label=f"PPO phase: rolling mean over {window} episodes, mean over {seeds} training seeds "
-                           f"(band: 95% CI)")
+        label = f"PPO: rolling mean of {window} episodes,\nmean of {seeds} training seeds (band: 95% CI)"
+        sns.lineplot(data=smooth, x="episode", y="smoothed", errorbar=("ci", 95), seed=0, ax=ax,
+                     color="tab:blue", label=label)
     elif len(progress):
         ep, r = progress["episode"], progress["return"]
         roll = r.rolling(window, min_periods=1)
-        ax.plot(ep, r, alpha=0.3, color="tab:blue", label="PPO phase: per episode")
-        ax.plot(ep, roll.mean(), color="tab:blue", label=f"rolling mean ({window} episodes)")
+        ax.plot(ep, r, alpha=0.3, color="tab:blue", label="PPO: per episode")
+        ax.plot(ep, roll.mean(), color="tab:blue", label=f"PPO: rolling mean of {window} episodes")
         ax.fill_between(ep, roll.quantile(0.25), roll.quantile(0.75), color="tab:blue", alpha=0.2, lw=0,
                         label="rolling interquartile range (one training seed)")
     ax.axvline(-0.5, color="0.3", lw=0.8)
     ax.set_xlabel("episode (negative: imitation phase; 0 on: PPO)")
     ax.set_ylabel("cumulative reward (a.u.)")
-    ax.set_title("DYNAMIX policy training")
-    _legend_outside(fig, ax)
+    ax.set_title("DYNAMIX policy training: reward per episode")
+    _legend_below(fig, ax, ncol=2)
     return save(fig, stem)
 
 
@@ -249,52 +269,113 @@ def inference_accuracy_vs_time(curves: pd.DataFrame, stem: str | Path, cluster: 
     return save(_curves_figure(curves, "policy", "optimizer", f"Accuracy vs time {cluster}".strip()), stem)
 
 
+_FAMILY_PALETTES = {"dynamix": "Blues", "static": "Oranges", "lbbsp": "Greens", "gns": "Purples",
+                    "oracle": "Greys"}
+_OTHER_PALETTES = ["Reds", "YlOrBr", "PuRd", "BuGn"]
+
+
+def policy_colors(policies: list[str]) -> dict[str, tuple]:
+    """One colour per policy: a hue per family (the name before ``:``: DYNAMIX blue, the static sweep
+    orange, LB-BSP green, GNS purple, the oracle grey) and darker-to-lighter shades of it for the
+    family's variants, in the order given. Deterministic: the same list gives the same colours."""
+    families: dict[str, list[str]] = {}
+    for policy in policies:
+        families.setdefault(str(policy).split(":")[0], []).append(policy)
+    others = iter(_OTHER_PALETTES * len(families))
+    colors = {}
+    for family, members in families.items():
+        shades = sns.color_palette(_FAMILY_PALETTES.get(family) or next(others), len(members) + 2)[2:][::-1]
+        colors.update(zip(members, shades))
+    return colors
+
+
+_MISS_HATCH = "////"
+
+
 def inference_time_to_target(agg: pd.DataFrame, stem: str | Path) -> plt.Figure:
-    """DYNAMIX vs baselines: time to the target accuracy, one panel per cluster (and optimiser), the
-    policies in one order and colour in every panel. A bar is the mean over the seeds that reached the
-    target, with its 95% t interval and, when some seeds missed, "k/n reached" beside it; a policy no
-    seed of which reached it has no bar but an ``x`` at the run's length and "missed n/n"."""
+    """DYNAMIX vs baselines: time to the target accuracy (s), one small panel per cluster (and
+    optimiser), each panel on its own time axis, the policies in one order and colour down every
+    panel's y axis. A solid bar is the mean over the seeds that reached the target, with its 95% t
+    interval, and "k/n missed" beside it when k of the n seeds did not; a policy none of whose seeds
+    reached it gets a hatched, unfilled bar to the run's length (the time it ran without reaching the
+    target) and "n/n missed". The oracle's time is a dotted reference line across its panel (besides
+    its own bar); its target accuracy is in the panel's title when ``agg`` has ``target_accuracy``.
+    A spare grid cell holds the key; with none, the key sits right of the panels."""
     keys = ["cluster"] + (["optimizer"] if agg["optimizer"].nunique() > 1 else [])
     panels = list(dict.fromkeys(agg[keys].itertuples(index=False, name=None)))
     policies = list(dict.fromkeys(agg["policy"]))
-    colors = dict(zip(policies, sns.color_palette("tab20", len(policies))))
+    colors = policy_colors(policies)
     ncols = min(3, len(panels))
     nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 0.5 + (1.0 + 0.24 * len(policies)) * nrows),
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 0.7 + (1.0 + 0.24 * len(policies)) * nrows),
                              squeeze=False, sharey=True)
     for ax, panel in zip(axes.flat, panels):
         sub = agg[(agg[keys].apply(tuple, axis=1)) == panel].set_index("policy").reindex(policies)
         _time_panel(ax, sub, colors)
-        ax.set_title(" · ".join(map(str, panel)))
+        title = " · ".join(map(str, panel))
+        if "target_accuracy" in sub and np.isfinite(sub["target_accuracy"]).any():
+            title += f" (target {100 * np.nanmean(sub['target_accuracy']):.1f} % test acc.)"
+        ax.set_title(title)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     axes[0, 0].set_yticks(np.arange(len(policies)), policies)  # the y axis is shared
-    axes[0, 0].invert_yaxis()
-    fig.suptitle("Time to target accuracy (mean over the seeds that reached it, 95% t interval; "
-                 "x: no seed reached it, drawn at the run's length)", fontsize="small")
+    axes[0, 0].set_ylim(len(policies) - 0.5, -0.5)  # first policy on top
+    grey = "0.35"
+    key = [
+        (mpatches.Patch(color=grey), "mean time over the seeds that reached the target"),
+        (mlines.Line2D([], [], color="black", marker="|", ms=6, lw=0.8), "95% t interval over those seeds"),
+        (mpatches.Patch(facecolor="none", edgecolor=grey, hatch=_MISS_HATCH),
+         "no seed reached the target: bar to the run's length"),
+        (mlines.Line2D([], [], color=colors.get("oracle", "0.2"), ls=":", lw=1.2),
+         "oracle's time (reference)"),
+    ][: 4 if "oracle" in colors else 3]
+    keyed = {"fontsize": "small", "frameon": False, "title_fontsize": "small",
+             "title": "k/n missed: k of n seeds never\nreached the target accuracy"}
+    spare = axes.flat[len(panels)] if len(panels) < axes.size else None
+    if spare is not None:  # the key in the grid's empty cell: no extra width
+        spare.set_visible(True)
+        spare.axis("off")
+        spare.legend(*zip(*key), loc="center", **keyed)
+    else:
+        fig.legend(*zip(*key), **keyed)
+    fig.suptitle("Time to target accuracy per cluster (lower is better)", fontsize="large")
     fig.tight_layout()
     return save(fig, stem)
 
 
 def _time_panel(ax, sub: pd.DataFrame, colors: dict) -> None:
-    """One cluster's panel of :func:`inference_time_to_target` (``sub`` indexed by policy, in order)."""
-    y, right = "time_to_target_s", float(np.nanmax(sub[["time_to_target_s_hi", "total_time_s"]].to_numpy()))
+    """One cluster's panel of :func:`inference_time_to_target` (``sub`` indexed by policy, in order):
+    bars, intervals, "k/n missed" labels beside them (never over a bar), the oracle's line."""
+    y = "time_to_target_s"
+    ends = []  # the right end of what each row draws: interval, or the run's length for a miss
     for i, (policy, r) in enumerate(sub.iterrows()):
         n = r.get("n_seeds", np.nan)
         reached = r.get(f"{y}_reached", 1.0 if np.isfinite(r[y]) else 0.0)
+        total = r.get("total_time_s", np.nan)
+        label = None
         if np.isfinite(r[y]) and reached > 0:
             lo, hi = r[y] - r[f"{y}_lo"], r[f"{y}_hi"] - r[y]
             err = [[max(lo, 0)], [max(hi, 0)]] if np.isfinite(lo) and np.isfinite(hi) else None
             ax.barh(i, r[y], 0.7, xerr=err, capsize=2, color=colors[policy], error_kw={"lw": 0.8})
+            end = max(r[y], r[f"{y}_hi"]) if np.isfinite(r[f"{y}_hi"]) else r[y]
             if reached < 1 and np.isfinite(n):
-                end = r[f"{y}_hi"] if np.isfinite(r[f"{y}_hi"]) else r[y]
-                ax.annotate(f"{round(reached * n):.0f}/{n:.0f} reached", (end, i), xytext=(3, 0),
-                            textcoords="offset points", va="center", fontsize="x-small")
-        elif np.isfinite(r.get("total_time_s", np.nan)):
-            ax.plot([r["total_time_s"]], [i], marker="x", ms=6, mew=1.8, color="0.35")
-            ax.annotate(f"missed {n:.0f}/{n:.0f}" if np.isfinite(n) else "missed", (r["total_time_s"], i),
-                        xytext=(5, 0), textcoords="offset points", va="center", fontsize="x-small", color="0.35")
-    ax.set_xlim(0, 1.3 * right if np.isfinite(right) else None)
+                label = f"{round((1 - reached) * n):.0f}/{n:.0f} missed"
+        elif np.isfinite(total):
+            ax.barh(i, total, 0.7, facecolor="none", edgecolor=colors[policy], hatch=_MISS_HATCH, lw=0.8)
+            end = total
+            label = f"{n:.0f}/{n:.0f} missed" if np.isfinite(n) else "missed"
+        else:
+            continue
+        ends.append(end)
+        if label:
+            backing = {"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8}  # over lines
+            ax.annotate(label, (end, i), xytext=(3, 0), textcoords="offset points", va="center", ha="left",
+                        fontsize="x-small", color="0.15", bbox=backing)
+    oracle = sub.loc["oracle"] if "oracle" in sub.index else None  # dynamix.evaluation.oracle.ORACLE
+    if oracle is not None and np.isfinite(oracle[y]) and oracle.get(f"{y}_reached", 1.0) > 0:
+        ax.axvline(oracle[y], color=colors["oracle"], ls=":", lw=1.2, zorder=1.5)
+    right = max(ends) if ends else np.nan
+    ax.set_xlim(0, 1.35 * right if np.isfinite(right) and right > 0 else None)
     ax.set_xlabel("time to target (s, virtual)")
 
 
