@@ -173,7 +173,7 @@ SET = st.one_of(st.builds(lambda k, v: f"{k}={v}", KEYS, VALUE),
 SPEC = st.one_of(POLICY, st.sampled_from(["static:64", "static", "lbbsp", "lbbsp:batch=512", "gns", "ramp:every=50"]))
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(policy=SPEC, sets=st.lists(SET, max_size=2), nproc=st.one_of(st.none(), st.none(), st.integers(-3, 5000)),
        initial=st.one_of(st.none(), st.none(), ARG, st.sampled_from(["64,64", "16,16", "64", "2048,64"])),
        arbitrator=st.one_of(st.none(), st.none(), st.sampled_from(["127.0.0.1:99999", "127.0.0.1:50051", ":1",
@@ -191,7 +191,7 @@ def test_fuzz_launch_options_run_or_exit_2_with_one_line(tmp_path, capsys, polic
     assert not (tmp_path / "x").exists()  # a dry run writes nothing
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(policy=SPEC, sets=st.lists(SET, max_size=4))
 def test_fuzz_config_and_policy_parsers_raise_only_user_errors(policy, sets):
     """The parsers every command shares: a value is accepted or refused with a UserError, nothing else."""

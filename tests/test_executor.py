@@ -64,6 +64,7 @@ def test_an_unreachable_ray_address_is_one_line_and_exit_2(via, tmp_path, capsys
     assert err[0].startswith(f"dynamix evaluate: error: {source} = '{address}': no Ray cluster answers there")
 
 
+@pytest.mark.slow  # starts a two-node Ray cluster and trains a policy: ~35 s, in make test-all
 def test_a_sweep_on_ray_writes_the_bytes_the_local_pool_writes(tmp_path):
     """Same seeds, same numbers: a trained policy (its files shipped to the node), a rule and a static
     size, with their time budget's reference run, on a head and a worker node of 2 CPUs, against the
