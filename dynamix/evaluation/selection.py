@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from dynamix.cluster import ClusterSpec
@@ -29,16 +28,17 @@ from dynamix.config import Config
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import censored_time, set_targets
+from dynamix.evaluation import tuning
 from dynamix.evaluation.tuning import lbbsp_spec
 
 TABLE_COLUMNS = ["cluster", "policy", "candidate", "seed", "final_accuracy", "total_time_s", "target_accuracy",
                  "time_to_target_s", "time_to_target_censored_s"]
-"""One row per run of :func:`score`; ``candidate`` is True for the candidates, False for the LB-BSP sweep."""
+"""One row per run of :func:`run_and_score`; ``candidate`` is True for the candidates, False for the LB-BSP sweep."""
 
 
-def run_and_score(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Mapping[str, str], global_batches: Sequence[int],
-          seeds: Sequence[int], jobs: int = 1, cache: Path | None = None,
-          progress: bool = True) -> tuple[pd.Series, pd.DataFrame]:
+def run_and_score(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Mapping[str, str],
+                  global_batches: Sequence[int], seeds: Sequence[int], jobs: int = 1, cache: Path | None = None,
+                  progress: bool = True) -> tuple[pd.Series, pd.DataFrame]:
     """The scores (module docstring) of ``candidates`` (label -> policy spec) and of LB-BSP at each of
     ``global_batches``, indexed by label (``lbbsp:batch=B`` for the sweep), and the runs' table
     (:data:`TABLE_COLUMNS`). ``groups``: (validation cluster, its budgeted run config)."""
@@ -58,10 +58,9 @@ def run_and_score(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Mapp
 
 
 def scores(table: pd.DataFrame, order: Sequence[str]) -> pd.Series:
-    """score(p) of the module docstring for every ``policy`` of ``table`` (censored times per run), in ``order``."""
-    mean = table.groupby(["cluster", "policy"], sort=False)["time_to_target_censored_s"].mean().unstack()
-    relative = mean.div(mean.min(axis=1), axis=0)
-    return np.exp(np.log(relative).mean(axis=0)).reindex(list(order)).rename("score")
+    """score(p) of the module docstring for every ``policy`` of ``table`` (censored times per run), in
+    ``order``: the tuned rules' score (:func:`dynamix.evaluation.tuning.scores`) with policies as candidates."""
+    return tuning.scores(table, key="policy").reindex(list(order))
 
 
 def choose(scores: pd.Series, candidates: Sequence[str]) -> str:
