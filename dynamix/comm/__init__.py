@@ -31,7 +31,7 @@ dense, so the result is never an estimate.
 What is exact and what is not: the support and every densely sent bucket are exact; a peeled value
 carries the float rounding of the counter sums it was read from (bit-exact for representable sums,
 a few ulp of the largest magnitude sharing its counters otherwise). :mod:`dynamix.comm.lhc` has the
-sizing rule, :mod:`dynamix.comm.peel` the decoder; docs/compression.md the measured numbers.
+sizing rule, :mod:`dynamix.comm.peel` the decoder; docs/journal/compression.md the measured numbers.
 
 Layout difference from the public kernels: they hash a 1,024-element block to 3 sketch rows and keep
 each element's column, which makes every column an independent peeling problem of ~G p items

@@ -19,7 +19,7 @@ the plain all-reduce. A sketched value is read from a counter after the other it
 subtracted from it, so in floating point it carries the rounding of those sums: exact (bit for bit)
 whenever all partial sums are representable (integer-valued or dyadic data, float64 tests), and
 otherwise off by a few ulp of the largest magnitude sharing its counters (measured in
-docs/compression.md). A dense all-reduce carries the same kind of error from its own summation order.
+docs/journal/compression.md). A dense all-reduce carries the same kind of error from its own summation order.
 """
 
 from __future__ import annotations
