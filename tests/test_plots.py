@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
 
-from dynamix import plots  # noqa: E402
+from dynamix.plots import inference, policy_training  # noqa: E402
 
 
 def _row(cluster, policy, t, reached, total=40.0):
@@ -23,7 +23,7 @@ def test_time_to_target_has_a_panel_per_cluster_one_policy_order_and_misses_apar
     nan = math.nan
     agg = pd.DataFrame([_row("a", "dynamix", 10.0, 0.8), _row("a", "static:64", 20.0, 1.0),
                         _row("b", "static:64", 15.0, 1.0), _row("b", "dynamix", nan, 0.0)])
-    fig = plots.inference_time_to_target(agg, tmp_path / "ttt")
+    fig = inference.inference_time_to_target(agg, tmp_path / "ttt")
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["a", "b"]
     assert [t.get_text() for t in panels[0].get_yticklabels()] == ["dynamix", "static:64"]
@@ -70,7 +70,7 @@ def test_time_to_target_front_door_figure_reads_without_overlaps(tmp_path):
             t = nan if reached == 0 else 10.0 + 3 * p + 5 * c
             rows.append({**_row(cluster, policy, t, reached, total=20.0 + 4 * p), "target_accuracy": 0.6})
     agg = pd.DataFrame(rows)
-    fig = plots.inference_time_to_target(agg, tmp_path / "ttt")
+    fig = inference.inference_time_to_target(agg, tmp_path / "ttt")
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
     assert [ax.get_title().split(" (")[0] for ax in panels] == clusters  # every cluster its own panel
     for ax in panels:  # the same policy order down every panel
@@ -92,7 +92,7 @@ def test_reward_curve_legend_sits_below_the_panel(tmp_path):
     progress = pd.DataFrame({"seed": [s for s in range(3) for _ in range(50)], "episode": list(range(50)) * 3,
                              "return": [50.0 + (e % 7) + s for s in range(3) for e in range(50)]})
     teacher = pd.DataFrame({"episode": range(-10, 0), "return": [55.0 + e % 3 for e in range(10)]})
-    fig = plots.reward_curve(progress, tmp_path / "reward", teacher=teacher)
+    fig = policy_training.reward_curve(progress, tmp_path / "reward", teacher=teacher)
     (ax,), (legend,) = fig.axes, fig.legends
     fig.canvas.draw()
     panel, box = ax.get_tightbbox(), legend.get_window_extent()

@@ -58,10 +58,11 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dynamix import cluster, config, io, paths, plots
+from dynamix import cluster, config, io, paths
 from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.experiments import shared
 from dynamix.pipeline.manifest import write_manifest
+from dynamix.plots import ablation as plots
 from dynamix.policies.base import PolicySpec
 
 log = logging.getLogger(__name__)

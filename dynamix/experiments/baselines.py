@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import cluster, io, plots
+from dynamix import cluster, io
 from dynamix.config import Config
 from dynamix.evaluation import stats
 from dynamix.evaluation.runs import PLATEAU_FRACTION, curves, late_gain_pts, run_summary
@@ -30,6 +30,7 @@ from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.targets import censored_time, set_targets
 from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
+from dynamix.plots import baselines as plots
 
 log = logging.getLogger(__name__)
 

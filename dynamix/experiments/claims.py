@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from dynamix import io, paths, plots
+from dynamix import io, paths
 from dynamix.config import Config
 from dynamix.evaluation import stats
 from dynamix.evaluation.oracle import ORACLE
@@ -33,6 +33,7 @@ from dynamix.evaluation.sim2real import ratios as sim2real_ratios
 from dynamix.evaluation.targets import censored_time, missed
 from dynamix.experiments.shared import TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 from dynamix.pipeline.manifest import write_manifest
+from dynamix.plots import claims as plots
 
 log = logging.getLogger(__name__)
 

@@ -85,7 +85,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from dynamix import cluster, io, paths, plots
+from dynamix import cluster, io, paths
 from dynamix.config import Config
 from dynamix.errors import InputFileError
 from dynamix.evaluation import stats
@@ -94,6 +94,7 @@ from dynamix.evaluation.runs import run_summary, run_totals
 from dynamix.evaluation.targets import censored_time, missed, target_accuracy, with_targets
 from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
+from dynamix.plots import compression as plots
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import cluster, io, plots
+from dynamix import cluster, io
 from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats, tuning
 from dynamix.evaluation.compare import compare
@@ -35,6 +35,7 @@ from dynamix.evaluation.oracle import ORACLE, oracle_search
 from dynamix.evaluation.targets import at_levels, time_to_target, with_targets
 from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
+from dynamix.plots import inference as plots
 
 log = logging.getLogger(__name__)
 

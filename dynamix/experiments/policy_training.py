@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynamix import io, plots
+from dynamix import io
 from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats
 from dynamix.experiments import surrogate
 from dynamix.experiments.shared import policy_dir, side_by_side
 from dynamix.pipeline.manifest import write_manifest
+from dynamix.plots import policy_training as plots
 
 log = logging.getLogger(__name__)
 

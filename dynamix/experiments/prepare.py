@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import io, plots
+from dynamix import io
 from dynamix.config import Config
 from dynamix.data import load_cifar10
 from dynamix.experiments import shared
 from dynamix.pipeline.manifest import write_manifest
+from dynamix.plots import prepare as plots
 from dynamix.sim.calibrate import load_calibration
 
 log = logging.getLogger(__name__)

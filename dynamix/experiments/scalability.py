@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dynamix import cluster, io, plots
+from dynamix import cluster, io
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config, ConfigError
@@ -40,6 +40,7 @@ from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
 from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
+from dynamix.plots import scalability as plots
 from dynamix.sim.cluster import calibrated_cost
 
 log = logging.getLogger(__name__)

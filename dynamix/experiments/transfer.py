@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dynamix import cluster, io, plots
+from dynamix import cluster, io
 from dynamix.config import Config, with_overrides
 from dynamix.evaluation import stats
 from dynamix.evaluation.runner import SimTask, run_simulations
@@ -38,6 +38,7 @@ from dynamix.evaluation.targets import with_targets
 from dynamix.experiments import shared, surrogate
 from dynamix.experiments.shared import Workload, parse_pair, policy_dir
 from dynamix.pipeline.manifest import read_manifest, write_manifest
+from dynamix.plots import transfer as plots
 from dynamix.policies.base import PolicySpec
 
 log = logging.getLogger(__name__)

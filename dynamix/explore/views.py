@@ -11,7 +11,7 @@
 
 Figures are returned closed, so a figure that is a cell's value is shown once (not again by the
 inline backend). Times are the simulator's virtual seconds (wall seconds for engine runs); legends
-sit outside the data; :func:`save_all` writes PNG and PDF through :func:`dynamix.plots.save`.
+sit outside the data; :func:`save_all` writes PNG and PDF through :func:`dynamix.plots.style.save`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
-from dynamix import io, plots
+from dynamix import io
 from dynamix.cluster import ClusterSpec
 from dynamix.explore.results import RunSet
+from dynamix.plots.style import save
 
 SPLIT = (("compute_ms", "compute"), ("comm_ms", "communication"), ("wait_ms", "wait"))
 """The columns of the iteration-time split and their legend names."""
@@ -329,7 +330,7 @@ def save_all(rs: RunSet, fig_dir: str | Path) -> list[Path]:
     fig_dir = Path(fig_dir)
     written = []
     for name, fig in figures(rs).items():
-        plots.save(fig, fig_dir / name)
+        save(fig, fig_dir / name)
         written.append(fig_dir / f"{name}.png")
     io.write_csv(table(rs), fig_dir / "table.csv")
     return written
