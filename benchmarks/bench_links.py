@@ -68,7 +68,7 @@ from dynamix.engine.netns import MASTER_PORT, NetnsCluster, address, device, ns_
 from dynamix.engine.sync import LHCAggregator, LHCPSClient, LHCRingSync, RingSync, Shard
 from dynamix.evaluation.validate_sim import TOLERANCE_PCT
 from dynamix.io import write_json
-from dynamix.pipeline.manifest import git_sha
+from dynamix.paths import git_sha
 
 DENSITIES = (0.001, 0.01, 0.1)
 WORKLOADS = {"ncf": "interactions", "lstm-lm": "tokens"}  # model -> its data set

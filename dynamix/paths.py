@@ -1,4 +1,5 @@
-"""Every path the project uses, anchored at the repository root.
+"""Every path the project uses, anchored at the repository root, and the commit that root is at
+(:func:`git_sha`, which records and artifacts carry).
 
 Notebooks run from two working directories (``notebooks/`` interactively, the repo root under
 papermill and DVC), so nothing may depend on the current directory: resolve through here.
@@ -7,7 +8,9 @@ papermill and DVC), so nothing may depend on the current directory: resolve thro
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 """Repository root (the folder holding ``params.yaml``)."""
@@ -39,3 +42,23 @@ def relative(path: str | os.PathLike) -> str:
     config or artifact recording it does not depend on where the checkout is), else absolute."""
     p = resolve(path).resolve()
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+def git_sha(reads: Sequence[str] | None = None) -> str:
+    """HEAD of the repository, with ``-dirty`` when tracked files differ from it; ``unknown`` without git.
+
+    ``reads``: only these paths count (a stage's code, data and params,
+    :func:`dynamix.pipeline.manifest.stage_dependencies`). A profile whose results are committed
+    (``results/profiles/cpu``) rewrites tracked files as its stages run, so its own outputs, and earlier
+    stages' ones, must not make a clean run dirty."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *(reads or ())],
+            cwd=ROOT, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

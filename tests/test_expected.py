@@ -18,9 +18,9 @@ import pytest
 
 from dynamix import cluster, config, paths
 from dynamix.evaluation import stats, tuning
+from dynamix.evaluation.policy_names import TUNED, TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 from dynamix.experiments import claims
 from dynamix.experiments.baselines import PLATEAU_BAR_PTS
-from dynamix.experiments.shared import TUNED, TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 
 EXPECTED = paths.ROOT / "docs" / "expected"
 PUBLISHED = sorted(p.parent for p in EXPECTED.glob("*/PROFILE"))

@@ -9,8 +9,8 @@ import pytest
 
 from dynamix import cluster, config
 from dynamix.cli import main as cli_main
+from dynamix.evaluation.policy_names import policy_dir
 from dynamix.experiments import baselines, policy_training
-from dynamix.experiments.shared import policy_dir
 from dynamix.experiments.scalability import scaled
 from dynamix.metrics.schema import RUNS_COLUMNS
 from dynamix.pipeline.manifest import read_manifest

@@ -1,9 +1,11 @@
-"""What experiments share: run ids, manifests, strict JSON, config overrides, transfer pairs."""
+"""What experiments share: run ids, manifests, strict JSON, config overrides, transfer pairs, policy
+names; and the package of the stages holds the stages only, one per notebook."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -12,8 +14,8 @@ import torch
 
 from dynamix import config, io, paths
 from dynamix.config import ConfigError
+from dynamix.evaluation.plan import Workload, parse_pair
 from dynamix.experiments import EXPERIMENTS
-from dynamix.experiments.shared import Workload, parse_pair
 from dynamix.experiments.transfer import policy_name
 from dynamix.pipeline.manifest import write_manifest
 
@@ -84,26 +86,28 @@ def _experiment_imports(source: str) -> set[str]:
     return found
 
 
-def test_no_experiment_module_imports_another():
-    """Experiments share through shared.py and surrogate.py (fitting the surrogate a policy trains on)
-    only, so each one reads on its own (selection.py, the choice among the trained seeds that runs
-    between two stages, is such a helper); the pipeline (dynamix.pipeline) runs their notebooks, listed
-    by the notebook generator, reads their manifests' provenance, and imports no experiment."""
+def test_experiments_holds_the_stages_only_one_per_notebook():
+    """dynamix.experiments holds one module per stage notebook (``notebooks/NN_<stage>.ipynb``; the
+    playground, explore.ipynb, is no stage) and nothing else: what stages share sits in the layers
+    below them (dynamix.evaluation.plan, .policy_names), the surrogate's fit and the choice among the
+    trained seeds beside the work they do (dynamix.evaluation.surrogate_fit, dynamix.pipeline.selection).
+    No stage imports another (import-linter's stages-independent contract, too), and the pipeline
+    (dynamix.pipeline) runs their notebooks, reads their manifests' provenance, and imports no stage."""
     folder = paths.ROOT / "dynamix" / "experiments"
     for module in sorted((paths.ROOT / "dynamix" / "pipeline").glob("*.py")):
         assert _experiment_imports(module.read_text()) == set(), module.name
-    helpers = {"shared", "surrogate", "selection"}
-    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"} - helpers
-    assert modules == set(EXPERIMENTS)  # the package holds the stages and their helpers, nothing else
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    notebooks = {p.stem: re.fullmatch(r"\d\d_(\w+)", p.stem) for p in paths.NOTEBOOKS.glob("*.ipynb")}
+    assert {name for name, stage in notebooks.items() if stage is None} == {"explore"}
+    assert modules == {stage.group(1) for stage in notebooks.values() if stage} == set(EXPERIMENTS)
+    assert [p.name for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"] == []
     for name in modules:
-        assert _experiment_imports((folder / f"{name}.py").read_text()) <= helpers, name
-    for name in helpers:  # the helpers import no experiment either
-        assert _experiment_imports((folder / f"{name}.py").read_text()) <= helpers, name
+        assert _experiment_imports((folder / f"{name}.py").read_text()) == set(), name
     assert _experiment_imports("from dynamix.experiments.inference import workload") == {"inference"}  # control
 
 
 def test_resolve_policy_names_the_trained_policy_and_refuses_the_tuned_lbbsp_outside_inference(tmp_path):
-    from dynamix.experiments.shared import TUNED_LBBSP, resolve_policy
+    from dynamix.evaluation.policy_names import TUNED_LBBSP, resolve_policy
 
     pdir = tmp_path / "policies"
     with pytest.raises(ConfigError, match="experiments.inference.policies"):  # never a guess: the sweep must run

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from dynamix import cli, paths
-from dynamix.pipeline.manifest import git_sha, provenance_problem
+from dynamix.paths import git_sha
+from dynamix.pipeline.manifest import provenance_problem
 from dynamix.pipeline.publish import PUBLISHED
 
 

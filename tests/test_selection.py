@@ -1,4 +1,4 @@
-"""Choosing the policy that ships (dynamix/evaluation/selection.py, dynamix/experiments/selection.py):
+"""Choosing the policy that ships (dynamix/evaluation/selection.py, dynamix/pipeline/selection.py):
 scored with the real math on validation clusters beside the LB-BSP sweep, a miss censored, and every
 later stage's ``dynamix`` the choice until its artifact changes."""
 
@@ -14,9 +14,9 @@ from dynamix import config
 from dynamix.cli import main as cli_main
 from dynamix.config import ConfigError
 from dynamix.evaluation import selection, targets
+from dynamix.evaluation.policy_names import policy_dir, resolve_policy
 from dynamix.experiments import policy_training
-from dynamix.experiments import selection as select_stage
-from dynamix.experiments.shared import policy_dir, resolve_policy
+from dynamix.pipeline import selection as select_stage
 
 
 def test_a_candidate_that_misses_cannot_win_and_the_rule_is_scored_beside_it():

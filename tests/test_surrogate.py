@@ -118,7 +118,7 @@ def test_cli_refuses_a_corrupt_artifact_in_one_line(tmp_path, capsys):
 def test_validation_adds_lbbsp_at_per_worker_sizes_on_each_cluster(cfg, tmp_path):
     """``--per-worker 32``: LB-BSP at 32 samples per worker, so 160 on 5 workers and 128 on 4, in both
     backends beside the named policies; the table and its statistics are written."""
-    from dynamix.experiments.surrogate import COLUMNS, validate
+    from dynamix.evaluation.validate_surrogate import COLUMNS, validate
 
     short = config.with_overrides(cfg, {"experiments": {"epochs": 0.2, "eval_every": 5, "eval_samples": 500}})
     specs = ["clusters/validation/val-mixed-5.yaml", "clusters/validation/val-ps-4.yaml"]
@@ -267,7 +267,7 @@ def test_published_validation_is_its_table_and_meets_the_pooled_goals(profile):
     recomputed from the table are the ones published beside it, they meet the goals over all cells,
     and the fitted model behind it is the one committed (the cpu one is what its agent trained on)."""
     from dynamix import paths
-    from dynamix.experiments.surrogate import COLUMNS, GOALS, statistics
+    from dynamix.evaluation.validate_surrogate import COLUMNS, GOALS, statistics
 
     folder, artifact = (paths.ROOT / p for p in PUBLISHED_VALIDATIONS[profile])
     table = pd.read_csv(folder / "surrogate_validation.csv")

@@ -4,7 +4,7 @@
     dynamix fit-surrogate --profile smoke --out /tmp/surrogate
 
 Runs the static sweep (``experiments.baselines``) with the model math, fits the progress model and
-writes it with its provenance (:mod:`dynamix.experiments.surrogate`); prints one JSON line.
+writes it with its provenance (:mod:`dynamix.evaluation.surrogate_fit`); prints one JSON line.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dynamix.experiments.surrogate import fit
+    from dynamix.evaluation.surrogate_fit import fit
     from dynamix.sim import progress
 
     cfg = config.load(args.params, args.profile, args.overrides)

@@ -1,5 +1,5 @@
 """``dynamix select-policy``: which of the policy_training stage's seeds ships, chosen with the real
-math on the validation clusters (:mod:`dynamix.experiments.selection`), e.g.
+math on the validation clusters (:mod:`dynamix.pipeline.selection`), e.g.
 
     dynamix pipeline --profile cpu-agent --stages prepare baselines policy_training
     dynamix select-policy --profile cpu-agent          # -> results/profiles/cpu-agent/selection/
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dynamix.experiments import selection
+    from dynamix.pipeline import selection
     from dynamix.pipeline.runner import default_root
 
     if not args.profile:

@@ -17,7 +17,7 @@ import shutil
 
 from dynamix import config, paths
 from dynamix.commands.options import add_config_arguments, add_progress_argument
-from dynamix.experiments.shared import resolve_policy
+from dynamix.evaluation.policy_names import resolve_policy
 from dynamix.rundir import lock, out_path
 
 

@@ -6,7 +6,7 @@
     dynamix validate-surrogate --profile cpu-agent --policy lbbsp:batch=512 --real-cache results/profiles/cpu-agent/cache/runs --out /tmp/v
 
 Needs the fitted surrogate of the profile's workload (``dynamix fit-surrogate``, or ``rl.surrogate``).
-Writes ``OUT/surrogate_validation.csv`` and ``.json`` (:mod:`dynamix.experiments.surrogate`) and prints
+Writes ``OUT/surrogate_validation.csv`` and ``.json`` (:mod:`dynamix.evaluation.validate_surrogate`) and prints
 the statistics as one JSON line. ``OUT`` holds one validation (:mod:`dynamix.rundir`): the same command
 again redoes it (its runs are cached), another one there, or files it did not write, need ``--force``.
 """
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dynamix.experiments.surrogate import VALIDATION_POLICIES, validate
+    from dynamix.evaluation.validate_surrogate import VALIDATION_POLICIES, validate
 
     cfg = config.load(args.params, args.profile, args.overrides)
     seeds = cfg.experiments.seeds if args.seeds is None else args.seeds

@@ -7,14 +7,14 @@ notebooks, ``dynamix run`` and ``dynamix pipeline`` run them, the playground rea
 The notebooks' generator, the runner of their sequence and the ``manifest.json`` each stage writes
 belong to :mod:`dynamix.pipeline`.
 
-Modules, in the pipeline's data-flow order (:data:`EXPERIMENTS` names the stages):
+Modules, one per stage notebook (``notebooks/NN_<stage>.ipynb``), in the pipeline's data-flow order
+(:data:`EXPERIMENTS` names the stages):
 
-- ``shared``           what several stages share: workload, seeds, budgets, run cache, policy names;
 - ``prepare``          data counts and the committed calibrations every later stage relies on;
 - ``baselines``        the static batch-size sweep on one simulated cluster;
-- ``surrogate``        fit the surrogate to the static sweep and validate it (``fit-surrogate``,
-                       ``validate-surrogate``); the training stages fit it when they need it;
-- ``policy_training``  train the agent on randomised clusters over training seeds; the reward curve;
+- ``policy_training``  train the agent on randomised clusters over training seeds (on the fitted
+                       surrogate when ``rl.backend`` is ``surrogate``: fitted first when needed,
+                       :mod:`dynamix.evaluation.surrogate_fit`); the reward curve;
 - ``inference``        the agent against every baseline on the held-out clusters, one engine run;
 - ``scalability``      the policies as the cluster grows (to 32 workers);
 - ``transfer``         a policy trained on one workload, run on another;
@@ -22,10 +22,23 @@ Modules, in the pipeline's data-flow order (:data:`EXPERIMENTS` names the stages
 - ``ablation``         from the paper's recipe to ours, one addition at a time;
 - ``compression``      what lossless gradient compression changes for the policies.
 
-``run`` writes ``runs.csv``, ``summary.csv``, ``summary.json`` and ``manifest.json``
-(:mod:`dynamix.pipeline.manifest`) into ``out_dir`` (see :mod:`dynamix.experiments.shared`) and
-returns the summary; ``figures(out_dir, fig_dir)`` draws the experiment's figures from those files
-(:mod:`dynamix.plots`). The notebooks and ``dynamix run`` call exactly these two functions.
+The package holds the stages only, and no stage imports another. What they share sits below them:
+how their simulated runs are planned (workload, run config, seeds, budgets, run cache:
+:mod:`dynamix.evaluation.plan`) and what their policy names stand for
+(:mod:`dynamix.evaluation.policy_names`). Between two stages, ``dynamix select-policy`` may choose the
+policy that ships among the trained seeds (:mod:`dynamix.pipeline.selection`).
+
+``run`` writes into ``out_dir`` and returns the summary:
+
+- ``runs.csv``: tidy long format, one row per (run, window, rank), columns
+  :data:`dynamix.metrics.schema.RUNS_COLUMNS` plus the experiment's keys (units in column names);
+- ``summary.csv``: one row per run (policy, seed, time to target, final accuracy, ...);
+- ``summary.json``: the aggregates the DVC ``metrics`` section tracks;
+- ``manifest.json``: config, config hash, git sha, package versions and the command that ran
+  (:mod:`dynamix.pipeline.manifest`).
+
+``figures(out_dir, fig_dir)`` draws the experiment's figures from those files (:mod:`dynamix.plots`).
+The notebooks and ``dynamix run`` call exactly these two functions.
 
 Results of one pipeline live side by side under a results root (``results/`` by default): an
 experiment writes ``<root>/<name>/`` and reads what earlier stages wrote beside it

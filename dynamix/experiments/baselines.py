@@ -24,11 +24,10 @@ import pandas as pd
 
 from dynamix import cluster, io
 from dynamix.config import Config
-from dynamix.evaluation import stats
+from dynamix.evaluation import plan, stats
 from dynamix.evaluation.runs import PLATEAU_FRACTION, curves, late_gain_pts, run_summary
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.targets import censored_time, set_targets
-from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import baselines as plots
 
@@ -43,13 +42,13 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     e = cfg.experiments.baselines
     spec = cluster.load(e.cluster)
-    sim_cfg = shared.sim_config(cfg)
+    sim_cfg = plan.sim_config(cfg)
     tasks = [
         SimTask(spec, sim_cfg, f"static:{b}", seed, (("batch_size", b),))
         for b in e.batch_sizes
-        for seed in shared.seeds(cfg)
+        for seed in plan.seeds(cfg)
     ]
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="static sweep", cache=shared.run_cache(out))
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="static sweep", cache=plan.run_cache(out))
     per_run = run_summary(runs, ["cluster", "policy", "batch_size"])
     per_run["late_gain_pts"] = [late_gain_pts(runs[runs["run_id"] == rid]) for rid in per_run["run_id"]]
     per_run = set_targets(per_run, runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)

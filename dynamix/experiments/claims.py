@@ -29,9 +29,9 @@ from dynamix import io, paths
 from dynamix.config import Config
 from dynamix.evaluation import stats
 from dynamix.evaluation.oracle import ORACLE
+from dynamix.evaluation.policy_names import TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 from dynamix.evaluation.sim2real import ratios as sim2real_ratios
 from dynamix.evaluation.targets import censored_time, missed
-from dynamix.experiments.shared import TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.plots import claims as plots
 

@@ -88,11 +88,10 @@ import pandas as pd
 from dynamix import cluster, io, paths
 from dynamix.config import Config
 from dynamix.errors import InputFileError
-from dynamix.evaluation import stats
+from dynamix.evaluation import plan, policy_names, stats
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary, run_totals
 from dynamix.evaluation.targets import censored_time, missed, target_accuracy, with_targets
-from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import compression as plots
 
@@ -143,7 +142,7 @@ def workload(cfg: Config, compression: str) -> Config:
     train: dict = {"epochs": e.epochs, "max_iters": 0} if e.epochs else {}
     if e.dataset != "cifar10":
         train["channels_last"] = False
-    return shared.sim_config(cfg, model={"name": e.model, "width": e.width}, data={"dataset": e.dataset},
+    return plan.sim_config(cfg, model={"name": e.model, "width": e.width}, data={"dataset": e.dataset},
                              engine={"compression": compression}, train=train)
 
 
@@ -359,13 +358,13 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     e = cfg.experiments.compression
     specs = [cluster.load(c) for c in e.clusters]
     groups = [(spec, comp) for spec in specs for comp in COMPRESSIONS]
-    run_cfgs = shared.budgeted(cfg, [(spec, workload(cfg, comp)) for spec, comp in groups], out)
-    pdir, name = shared.policy_dir(out), cfg.experiments.policy_training.name
+    run_cfgs = plan.budgeted(cfg, [(spec, workload(cfg, comp)) for spec, comp in groups], out)
+    pdir, name = policy_names.policy_dir(out), cfg.experiments.policy_training.name
     tasks = [
-        SimTask(spec, run_cfg, shared.resolve_policy(p, pdir, name), seed, (("compression", comp),))
-        for (spec, comp), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
+        SimTask(spec, run_cfg, policy_names.resolve_policy(p, pdir, name), seed, (("compression", comp),))
+        for (spec, comp), run_cfg in zip(groups, run_cfgs) for p in e.policies for seed in plan.seeds(cfg)
     ]  # fmt: skip
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="compression", cache=shared.run_cache(out))
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="compression", cache=plan.run_cache(out))
     per_run = run_summary(runs, KEYS).merge(comm_totals(runs), on="run_id")
     per_run = with_shared_targets(per_run, runs, cfg)[SUMMARY_COLUMNS]
     ratios = lhc_vs_none(per_run, cfg.experiments.ci, cfg.experiments.tie_margin)
@@ -376,7 +375,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     agent = None
     if "dynamix" in e.policies:
         trained = f"{cfg.rl.model or cfg.model.name}@{cfg.rl.width or cfg.model.width:g}"
-        agent = {"spec": shared.resolve_policy("dynamix", pdir, name), "trained_on": trained,
+        agent = {"spec": policy_names.resolve_policy("dynamix", pdir, name), "trained_on": trained,
                  "transfer": trained != f"{e.model}@{e.width:g}"}
     summary = {
         "workload": f"{e.model}@{e.width:g} on {e.dataset}",

@@ -27,13 +27,12 @@ import pandas as pd
 
 from dynamix import cluster, io
 from dynamix.config import Config, with_overrides
-from dynamix.evaluation import stats, tuning
+from dynamix.evaluation import plan, policy_names, stats, tuning
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import curves, run_summary
 from dynamix.evaluation.oracle import ORACLE, oracle_search
 from dynamix.evaluation.targets import at_levels, time_to_target, with_targets
-from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import inference as plots
 
@@ -45,7 +44,7 @@ KEYS = ["cluster", "optimizer", "policy"]
 
 def workload(cfg: Config, optimizer: str) -> Config:
     """The experiments' simulated config for one optimiser workload (Adam at ``adam_lr``)."""
-    return shared.sim_config(cfg, optim=shared.optimizer(cfg, optimizer))
+    return plan.sim_config(cfg, optim=plan.optimizer(cfg, optimizer))
 
 
 def check_static_sweep(cfg: Config) -> None:
@@ -88,14 +87,14 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
     against the comparison's target, which the oracle does not move: it bounds the policies' times to
     their own target."""
     e = cfg.experiments.inference
-    seeds = shared.seeds(cfg)
+    seeds = plan.seeds(cfg)
     target = float(per_run["target_accuracy"].iloc[0])
     found = oracle_search(spec, run_cfg, [m * spec.n_workers for m in e.oracle_batches],
-                          seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=shared.run_cache(out),
+                          seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=plan.run_cache(out),
                           refine=e.oracle_refine, phase_epochs=e.oracle_phase_epochs)
     tasks = [SimTask(spec, run_cfg, found.policy, s, (("optimizer", opt),), label=ORACLE)
              for s in seeds]
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"oracle {spec.name}", cache=shared.run_cache(out))
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"oracle {spec.name}", cache=plan.run_cache(out))
     oracle = run_summary(runs, KEYS).assign(target_accuracy=target)
     oracle["time_to_target_s"] = [time_to_target(runs[runs["run_id"] == rid], target) for rid in oracle["run_id"]]
     return pd.concat([per_run, oracle], ignore_index=True), found.grid.assign(optimizer=opt), runs
@@ -110,23 +109,24 @@ def tune_lbbsp(cfg: Config, out: Path, key: str) -> tuple[dict[str, pd.Series], 
     candidates = e.tune_batches if key == "per_worker_batch" else e.tune_global_batches
     scores, tables = {}, []
     for opt in e.optimizers:
-        run_cfgs = shared.budgeted(cfg, [(spec, workload(cfg, opt)) for spec in specs], out)
-        table = tuning.sweep(list(zip(specs, run_cfgs)), candidates, shared.seeds(cfg)[: e.tune_seeds],
-                             cfg.experiments.jobs, cache=shared.run_cache(out), key=key)  # fmt: skip
+        run_cfgs = plan.budgeted(cfg, [(spec, workload(cfg, opt)) for spec in specs], out)
+        table = tuning.sweep(list(zip(specs, run_cfgs)), candidates, plan.seeds(cfg)[: e.tune_seeds],
+                             cfg.experiments.jobs, cache=plan.run_cache(out), key=key)  # fmt: skip
         scores[opt] = tuning.scores(table, key)
         tables.append(table.assign(optimizer=opt))
         log.info("LB-BSP tuned by %s (%s): %d; scores %s", key, opt, scores[opt].idxmin(), scores[opt].round(3).to_dict())
     return scores, pd.concat(tables, ignore_index=True)
 
 
-OUTPUTS = {shared.TUNED_LBBSP: ("tuning.csv", "tuned"), shared.TUNED_GLOBAL_LBBSP: ("tuning_global.csv", "tuned_global")}
+OUTPUTS = {policy_names.TUNED_LBBSP: ("tuning.csv", "tuned"),
+           policy_names.TUNED_GLOBAL_LBBSP: ("tuning_global.csv", "tuned_global")}
 """Each tuned rule's sweep file and its key in ``summary.json``."""
 
 
 def tuned_rules(cfg: Config, out: Path) -> dict[str, tuple[dict[str, pd.Series], pd.DataFrame]]:
-    """The tuned rules listed in ``policies`` (:data:`~dynamix.experiments.shared.TUNED`): each one's
+    """The tuned rules listed in ``policies`` (:data:`~dynamix.evaluation.policy_names.TUNED`): each one's
     scores per optimiser and its sweep, keyed by the policy's name."""
-    return {name: tune_lbbsp(cfg, out, key) for name, key in shared.TUNED.items()
+    return {name: tune_lbbsp(cfg, out, key) for name, key in policy_names.TUNED.items()
             if name in cfg.experiments.inference.policies}
 
 
@@ -134,29 +134,29 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     e = cfg.experiments.inference
     check_static_sweep(cfg)
-    pdir = shared.policy_dir(out)
+    pdir = policy_names.policy_dir(out)
     rules = tuned_rules(cfg, out)
     # tuning.choose, on the scores at hand: per rule and optimiser, the candidate with the lowest score
     tuned = {name: {opt: int(s.idxmin()) for opt, s in scores.items()} for name, (scores, _) in rules.items()}
     specs = [cluster.load(c) for c in e.clusters]
     groups = [(spec, workload(cfg, opt), opt) for spec in specs for opt in e.optimizers]
-    run_cfgs = shared.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups], out)
+    run_cfgs = plan.budgeted(cfg, [(spec, wcfg) for spec, wcfg, _ in groups], out)
 
     def policy_spec(p: str, spec: cluster.ClusterSpec, opt: str) -> str:
-        if p in shared.TUNED:
-            return tuning.lbbsp_spec(tuned[p][opt], spec.n_workers, shared.TUNED[p])
-        return shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name)
+        if p in policy_names.TUNED:
+            return tuning.lbbsp_spec(tuned[p][opt], spec.n_workers, policy_names.TUNED[p])
+        return policy_names.resolve_policy(p, pdir, cfg.experiments.policy_training.name)
 
     # One held-out cluster and workload after another, its oracle right after its policies (the
     # oracle needs their target): an interrupted sitting leaves whole clusters in the run cache.
     parts, all_runs, grids, n_runs = [], [], [], 0
     for (spec, _, opt), run_cfg in zip(groups, run_cfgs):
         tasks = [SimTask(spec, run_cfg, policy_spec(p, spec, opt), seed, (("optimizer", opt),),
-                         label=p if p in shared.TUNED else "")
-                 for p in e.policies for seed in shared.seeds(cfg)]  # fmt: skip
+                         label=p if p in policy_names.TUNED else "")
+                 for p in e.policies for seed in plan.seeds(cfg)]  # fmt: skip
         n_runs += len(tasks)
         runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"inference {spec.name}",
-                               cache=shared.run_cache(out))  # fmt: skip
+                               cache=plan.run_cache(out))  # fmt: skip
         group = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
         if e.oracle_batches:
             group, grid, oracle_runs = with_oracle(cfg, out, spec, run_cfg, opt, group)
@@ -172,7 +172,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
     io.write_csv(grids, out / "oracle.csv")
     for name, (file, _) in OUTPUTS.items():
-        columns = [shared.TUNED[name] if c == "per_worker_batch" else c for c in tuning.TABLE_COLUMNS]
+        columns = [policy_names.TUNED[name] if c == "per_worker_batch" else c for c in tuning.TABLE_COLUMNS]
         sweep = rules[name][1] if name in rules else pd.DataFrame()
         io.write_csv(sweep.reindex(columns=[*columns, "optimizer"]), out / file)
     agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy", "total_time_s"], cfg.experiments.ci)
@@ -184,10 +184,11 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     summary = {
         "policies": list(dict.fromkeys(per_run["policy"])),
         **{OUTPUTS[name][1]: {opt: {
-            shared.TUNED[name]: m,
+            policy_names.TUNED[name]: m,
             "scores": {str(k): float(v) for k, v in rules[name][0][opt].items()},
             "validation_clusters": list(dict.fromkeys(rules[name][1]["cluster"])),
-            "held_out": {spec.name: tuning.lbbsp_spec(m, spec.n_workers, shared.TUNED[name]) for spec in specs},
+            "held_out": {spec.name: tuning.lbbsp_spec(m, spec.n_workers, policy_names.TUNED[name])
+                         for spec in specs},
         } for opt, m in chosen.items()} for name, chosen in tuned.items()},
         "n_runs": n_runs,
         "by_policy": agg.to_dict(orient="records"),
@@ -213,11 +214,12 @@ def engine_run(cfg: Config, out_dir: Path, pdir: Path) -> dict:
 
     e = cfg.experiments.inference
     spec = cluster.load(e.engine_cluster)
-    ecfg = with_overrides(shared.sim_config(cfg), {
+    ecfg = with_overrides(plan.sim_config(cfg), {
         "train": {"max_iters": e.engine_iters, "eval_every": max(1, e.engine_iters // 4),
                   "checkpoint_every": 10 * e.engine_iters},
     })  # fmt: skip
-    policy = make_live_policy(shared.resolve_policy(e.engine_policy, pdir, cfg.experiments.policy_training.name))
+    policy = make_live_policy(policy_names.resolve_policy(e.engine_policy, pdir,
+                                                          cfg.experiments.policy_training.name))
     shutil.rmtree(out_dir, ignore_errors=True)
     decided: dict[int, tuple[int, ...]] = {}
     with local_server(policy, RunSettings.from_config(ecfg),

@@ -28,9 +28,9 @@ import pandas as pd
 
 from dynamix import io
 from dynamix.config import Config, with_overrides
-from dynamix.evaluation import stats
-from dynamix.experiments import surrogate
-from dynamix.experiments.shared import policy_dir, side_by_side
+from dynamix.evaluation import stats, surrogate_fit
+from dynamix.evaluation.plan import side_by_side
+from dynamix.evaluation.policy_names import policy_dir
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.plots import policy_training as plots
 
@@ -45,7 +45,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     stage resumes) is not this config's training: start over."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = surrogate.on_fitted(cfg, out.parent)
+    cfg = surrogate_fit.on_fitted(cfg, out.parent)
     e = cfg.experiments.policy_training
     zips = side_by_side(train_seed, [(cfg, k, policy_dir(out)) for k in range(e.seeds)], cfg.experiments.jobs)
     progress = pd.concat([pd.read_csv(z.with_suffix(".run") / "progress.csv").assign(seed=k)

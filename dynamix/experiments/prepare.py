@@ -25,7 +25,7 @@ import pandas as pd
 from dynamix import io
 from dynamix.config import Config
 from dynamix.data import load_cifar10
-from dynamix.experiments import shared
+from dynamix.evaluation import plan
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.plots import prepare as plots
 from dynamix.sim.calibrate import load_calibration
@@ -39,12 +39,12 @@ def models_used(cfg: Config) -> list[tuple[str, float]]:
     """(name, width) of every model a simulated experiment trains, in first-use order: the
     experiments' workload, the RL training workload, both sides of every transfer pair, the
     compression experiment's workload."""
-    workload = shared.sim_config(cfg).model
+    workload = plan.sim_config(cfg).model
     used = [(workload.name, workload.width)]
     if cfg.rl.model:
         used.append((cfg.rl.model, cfg.rl.width or cfg.model.width))
     for pair in cfg.experiments.transfer.pairs:
-        for side in shared.parse_pair(pair):
+        for side in plan.parse_pair(pair):
             used.append((side.model, side.width))
     used.append((cfg.experiments.compression.model, cfg.experiments.compression.width))
     return list(dict.fromkeys(used))

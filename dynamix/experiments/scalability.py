@@ -34,11 +34,10 @@ from dynamix import cluster, io
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config, ConfigError
-from dynamix.evaluation import stats
+from dynamix.evaluation import plan, policy_names, stats
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
-from dynamix.experiments import shared
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import scalability as plots
 from dynamix.sim.cluster import calibrated_cost
@@ -69,15 +68,15 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         path = out / "clusters" / f"{spec.name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(cluster.to_yaml_dict(spec), sort_keys=False))
-    sim_cfg = shared.sim_config(cfg, **({"train": {"max_iters": e.iterations}} if e.iterations else {}))
-    run_cfgs = shared.budgeted(cfg, [(spec, sim_cfg) for spec in specs], out)
-    pdir = shared.policy_dir(out)
+    sim_cfg = plan.sim_config(cfg, **({"train": {"max_iters": e.iterations}} if e.iterations else {}))
+    run_cfgs = plan.budgeted(cfg, [(spec, sim_cfg) for spec in specs], out)
+    pdir = policy_names.policy_dir(out)
     tasks = [
-        SimTask(spec, run_cfg, shared.resolve_policy(p, pdir, cfg.experiments.policy_training.name), seed,
-                (("n_workers", spec.n_workers),))
-        for spec, run_cfg in zip(specs, run_cfgs) for p in e.policies for seed in shared.seeds(cfg)
+        SimTask(spec, run_cfg, policy_names.resolve_policy(p, pdir, cfg.experiments.policy_training.name),
+                seed, (("n_workers", spec.n_workers),))
+        for spec, run_cfg in zip(specs, run_cfgs) for p in e.policies for seed in plan.seeds(cfg)
     ]  # fmt: skip
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="scalability", cache=shared.run_cache(out))
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="scalability", cache=plan.run_cache(out))
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["n_workers"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")

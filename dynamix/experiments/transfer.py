@@ -10,7 +10,7 @@ VGG11-Adam; the default profile uses CPU-sized stand-ins) is evaluated on the ta
   judged against;
 - ``static:<static_batch>``: the static baseline.
 
-All three run under the same budget (``rl.eval_budget``, :func:`~dynamix.experiments.shared.budgeted`).
+All three run under the same budget (``rl.eval_budget``, :func:`~dynamix.evaluation.plan.budgeted`).
 
 A workload's policy is trained with the ``rl`` settings and the workload's model and optimiser
 (:func:`workload_config`); policies are cached in ``out_dir/policies/<workload>.zip`` (resumable), and
@@ -31,12 +31,12 @@ import pandas as pd
 
 from dynamix import cluster, io
 from dynamix.config import Config, with_overrides
-from dynamix.evaluation import stats
+from dynamix.evaluation import plan, stats, surrogate_fit
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
-from dynamix.experiments import shared, surrogate
-from dynamix.experiments.shared import Workload, parse_pair, policy_dir
+from dynamix.evaluation.plan import Workload, parse_pair
+from dynamix.evaluation.policy_names import policy_dir
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import transfer as plots
 from dynamix.policies.base import PolicySpec
@@ -49,8 +49,8 @@ KEYS = ["cluster", "pair", "policy"]
 
 def workload_config(cfg: Config, w: Workload) -> Config:
     """The simulated config training workload ``w`` (Adam at ``experiments.inference.adam_lr``)."""
-    return shared.sim_config(cfg, model={"name": w.model, "width": w.width},
-                             optim=shared.optimizer(cfg, w.optimizer))
+    return plan.sim_config(cfg, model={"name": w.model, "width": w.width},
+                           optim=plan.optimizer(cfg, w.optimizer))
 
 
 def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
@@ -63,18 +63,19 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
     main = training_config(cfg)
     if (main.model.name, main.model.width, main.optim.name) == (w.model, w.width, w.optimizer):
         return policy_dir(out) / f"{cfg.experiments.policy_training.name}.zip"
-    wcfg = surrogate.on_fitted(with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
-                                                           "optim": shared.optimizer(cfg, w.optimizer)}), out.parent)
+    wcfg = surrogate_fit.on_fitted(with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
+                                                               "optim": plan.optimizer(cfg, w.optimizer)}),
+                                   out.parent)
     timesteps = cfg.experiments.transfer.timesteps or cfg.experiments.policy_training.timesteps or None
     return train_policy(wcfg, policy_name(w), timesteps=timesteps, out_dir=out / "policies", on_stale="restart")
 
 
 def train_policies(cfg: Config, workloads: list[Workload], out: Path) -> dict[Workload, Path]:
     """:func:`policy_for` of each distinct workload, side by side in ``experiments.jobs`` processes
-    (:func:`~dynamix.experiments.shared.side_by_side`): on a CNN each policy is tens of minutes of
+    (:func:`~dynamix.evaluation.plan.side_by_side`): on a CNN each policy is tens of minutes of
     model math, and one training process uses one core."""
     unique = list(dict.fromkeys(workloads))
-    return dict(zip(unique, shared.side_by_side(policy_for, [(cfg, w, out) for w in unique], cfg.experiments.jobs)))
+    return dict(zip(unique, plan.side_by_side(policy_for, [(cfg, w, out) for w in unique], cfg.experiments.jobs)))
 
 
 def ppo_timesteps(spec: str | PolicySpec) -> int:
@@ -96,7 +97,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     spec = cluster.load(e.cluster)
     tasks, pairs, budgets = [], [], {}
     parsed = [parse_pair(text) for text in e.pairs]
-    run_cfgs = shared.budgeted(cfg, [(spec, workload_config(cfg, dst)) for _, dst in parsed], out)
+    run_cfgs = plan.budgeted(cfg, [(spec, workload_config(cfg, dst)) for _, dst in parsed], out)
     trained = train_policies(cfg, [w for pair in parsed for w in pair], out)
     for text, (src, dst), wcfg in zip(e.pairs, parsed, run_cfgs):
         pairs.append(text)
@@ -106,9 +107,9 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
         policies = {**agents, f"static:{e.static_batch}": f"static:{e.static_batch}"}
         tasks += [
             SimTask(spec, wcfg, p, seed, (("pair", f"{src}->{dst}"),), label=label)
-            for label, p in policies.items() for seed in shared.seeds(cfg)
+            for label, p in policies.items() for seed in plan.seeds(cfg)
         ]  # fmt: skip
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc="transfer", cache=shared.run_cache(out))
+    runs = run_simulations(tasks, cfg.experiments.jobs, desc="transfer", cache=plan.run_cache(out))
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["pair"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")

@@ -30,9 +30,9 @@ from dynamix import config, io, paths
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.errors import UserError
+from dynamix.evaluation import plan
 from dynamix.evaluation.runner import evaluate
 from dynamix.evaluation.targets import set_targets
-from dynamix.experiments import shared
 from dynamix.explore.results import RunSet
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.policies.base import make_policy
@@ -76,16 +76,16 @@ def profiles() -> list[str]:
 def workload_config(profile: str = "smoke", workload: str = "", epochs: float = 0.0,
                     budget: str = "", params: str | Path | None = None) -> Config:
     """The simulated run config: ``profile`` of ``params.yaml``, its experiments' workload (or
-    ``workload``, :func:`~dynamix.experiments.shared.parse_workload`, Adam at ``experiments.inference.adam_lr``), ``epochs`` per
+    ``workload``, :func:`~dynamix.evaluation.plan.parse_workload`, Adam at ``experiments.inference.adam_lr``), ``epochs`` per
     run (0: the profile's ``experiments.epochs``), ``budget`` ``time`` | ``epochs`` ("" : ``rl.eval_budget``)."""
     if not epochs >= 0:
         raise ConfigError(f"epochs = {epochs} is out of range: must be >= 0 (0: the profile's experiments.epochs)")
     cfg = config.load(params, profile)
     if workload.strip():
-        w = shared.parse_workload(workload)
-        cfg = shared.sim_config(cfg, model={"name": w.model, "width": w.width}, optim=shared.optimizer(cfg, w.optimizer))
+        w = plan.parse_workload(workload)
+        cfg = plan.sim_config(cfg, model={"name": w.model, "width": w.width}, optim=plan.optimizer(cfg, w.optimizer))
     else:
-        cfg = shared.sim_config(cfg)
+        cfg = plan.sim_config(cfg)
     overrides: dict[str, Any] = {}
     if epochs > 0:
         overrides["train"] = {"epochs": float(epochs), "max_iters": 0}

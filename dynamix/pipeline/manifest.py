@@ -13,35 +13,17 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from dynamix import io, paths
 from dynamix.config import Config
+from dynamix.paths import git_sha
 
 PACKAGES = (
     "torch", "torchvision", "numpy", "pandas", "stable-baselines3", "gymnasium", "grpcio", "protobuf",
     "seaborn", "matplotlib", "dvc", "papermill",
 )  # fmt: skip
 """Packages whose versions a manifest records."""
-
-
-def git_sha(reads: Sequence[str] | None = None) -> str:
-    """HEAD of the repository, with ``-dirty`` when tracked files differ from it; ``unknown`` without git.
-
-    ``reads``: only these paths count (a stage's code, data and params, :func:`stage_dependencies`).
-    A profile whose results are committed (``results/profiles/cpu``) rewrites tracked files as its
-    stages run, so its own outputs, and earlier stages' ones, must not make a clean run dirty."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=paths.ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", *(reads or ())],
-            cwd=paths.ROOT, capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _git(*args: str) -> str:

@@ -12,7 +12,7 @@ Publishing lives in :mod:`dynamix.pipeline.publish`.
 
 Each stage's notebook is executed by papermill with ``profile`` and ``results_dir`` injected and
 ``$DYNAMIX_RESULTS`` pointing at the root, so policies and the run cache
-(:func:`dynamix.experiments.shared.run_cache`) land there too. An interrupted run, started again,
+(:func:`dynamix.evaluation.plan.run_cache`) land there too. An interrupted run, started again,
 redoes only the simulations that were in flight: finished runs come back from the run cache and
 policy training resumes from its checkpoints. Several sittings make one run:
 

@@ -20,7 +20,9 @@ Modules, in data-flow order (a calibration, a spec and a policy in, a run's ``ru
 - ``foresight``       the coming window as it will really run, for simulator-only policies;
 - ``progress``        the surrogate's model of learning: accuracy, loss and gradient statistics as
                       functions of progress, a checked JSON artifact;
-- ``progress_fit``    fits that model to real-math simulator runs (their ``runs.csv`` rows);
+- ``progress_fit``    fits that model to real-math simulator runs (their ``runs.csv`` rows; the static
+                      sweep that gives them and the artifact's provenance:
+                      :mod:`dynamix.evaluation.surrogate_fit`);
 - ``measured``        the table behind ``rl.learning: measured``: mean test-accuracy curves of a static
                       sweep by epoch and global batch, in place of the fitted power law;
 - ``surrogate``       :class:`SurrogateCluster`: the virtual cluster's interface, the fitted model for

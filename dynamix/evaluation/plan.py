@@ -1,22 +1,14 @@
-"""What several experiments share: the simulated workload and seeds, budgets, policy and workload names.
+"""How an experiment plans its simulated runs: the workload they train, their config, seeds and budget,
+the run cache they share, and work done side by side.
 
-Each experiment module (``dynamix.experiments.<name>``) has ``run(cfg, out_dir) -> dict`` and writes
-into ``out_dir``:
-
-- ``runs.csv``: tidy long format, one row per (run, window, rank), columns
-  :data:`dynamix.metrics.schema.RUNS_COLUMNS` plus the experiment's keys (units in column names);
-- ``summary.csv``: one row per run (policy, seed, time to target, final accuracy, ...);
-- ``summary.json``: the aggregates the DVC ``metrics`` section tracks;
-- ``manifest.json``: config, config hash, git sha, package versions and the command that ran
-  (:mod:`dynamix.pipeline.manifest`).
-
-Runs, budgets, targets and statistics come from :mod:`dynamix.evaluation`, writers and run ids from
-:mod:`dynamix.io`. Experiment modules import this module, never each other.
+A stage (:mod:`dynamix.experiments`), the playground (:mod:`dynamix.explore`) and the steps between
+stages (:mod:`dynamix.pipeline.selection`, :mod:`dynamix.evaluation.surrogate_fit`) build their runs
+through here, so every experiment trains the same workload under the same budget and shares one run
+cache. What the policy names of the experiments stand for: :mod:`dynamix.evaluation.policy_names`.
 """
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +18,6 @@ from typing import Any, Callable, Mapping, Sequence
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config, ConfigError, deep_merge, with_overrides
 from dynamix.evaluation.runner import budgets
-from dynamix.policies.base import TRAINED, PolicySpec
 
 
 def optimizer(cfg: Config, name: str) -> dict:
@@ -87,55 +78,6 @@ def side_by_side(fn: Callable[..., Any], calls: Sequence[tuple], jobs: int) -> l
         return [f.result() for f in futures]
 
 
-def policy_dir(out_dir: str | Path) -> Path:
-    """Where the pipeline's policies live: ``policies/`` beside an experiment's folder."""
-    return Path(out_dir).parent / "policies"
-
-
-TUNED_LBBSP = "lbbsp:tuned"
-"""LB-BSP at the per-worker batch a sweep on validation clusters finds fastest: the inference stage
-tunes it (``experiments.inference.tune_*``, :mod:`dynamix.evaluation.tuning`); no other stage has it."""
-TUNED_GLOBAL_LBBSP = "lbbsp:tuned-global"
-"""LB-BSP at the global batch (``tune_global_batches``) the same sweep finds fastest; inference stage only."""
-TUNED = {TUNED_LBBSP: "per_worker_batch", TUNED_GLOBAL_LBBSP: "global_batch"}
-"""The tuned rules and what each sweep's candidates are (:data:`dynamix.evaluation.tuning.KEYS`)."""
-
-
-SELECTION = "selection"
-"""The folder beside ``policies/`` where ``dynamix select-policy`` records which seed's policy ships
-(:mod:`dynamix.experiments.selection`)."""
-
-
-def trained_policy(policy_dir: Path, name: str) -> Path:
-    """The artifact the name ``dynamix`` means: the selection's choice when ``<results>/selection``
-    holds one for ``name``, else ``<name>.zip`` (the first training seed's). A choice whose artifact
-    has changed since (retrained) is refused: its scores were another policy's."""
-    record = Path(policy_dir).parent / SELECTION / "selection.json"
-    data = json.loads(record.read_text()) if record.exists() else {}
-    if data.get("name") != name:
-        return Path(policy_dir) / f"{name}.zip"
-    from dynamix.rl.artifact import sha256  # lazy: torch and SB3 only when a selection is read
-
-    path = Path(policy_dir) / data["chosen"]
-    if not path.exists() or sha256(path) != data["sha256"]:
-        raise ConfigError(f"{record} chose {path}, which has changed since (or is gone): rerun `dynamix "
-                          "select-policy`, or delete the record to use the first seed's policy")
-    return path
-
-
-def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:
-    """A policy name of the experiments -> its policy spec: ``dynamix`` (the trained policy of the
-    policy_training stage, :func:`trained_policy`) -> ``dynamix:<path>``; any other spec unchanged. The
-    tuned rules (:data:`TUNED`) are refused here: only the inference stage, which runs their sweep, can
-    resolve them."""
-    if spec == TRAINED:
-        return str(PolicySpec.trained(trained_policy(policy_dir, name)))
-    if spec in TUNED:
-        raise ConfigError(f"policy {spec!r} is tuned by the inference stage only: "
-                          "list it in experiments.inference.policies, not elsewhere")
-    return spec
-
-
 @dataclass(frozen=True)
 class Workload:
     """A model (at a width multiplier) trained with an optimiser: ``resnet20/sgd``, ``mlp@0.25/adam``."""
@@ -173,4 +115,3 @@ def parse_pair(text: str) -> tuple[Workload, Workload]:
         raise ConfigError(f"{field} must look like SOURCE->TARGET, each {WORKLOAD_FORM}; got {text!r}")
     source, target = (parse_workload(side, field) for side in text.split("->"))
     return source, target
-

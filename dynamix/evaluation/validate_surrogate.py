@@ -1,30 +1,18 @@
-"""Fit the surrogate of the experiments' workload and validate it against the real-math simulator.
+"""The fitted surrogate against the real-math simulator (``dynamix validate-surrogate``).
 
-:func:`fit` (``dynamix fit-surrogate``) runs the static sweep ``experiments.baselines.batch_sizes`` on
-``experiments.baselines.cluster`` with the real model math (the experiments' workload, each run
-:data:`FIT_EPOCHS` times their epoch budget, a test every window), fits a :class:`~dynamix.sim.progress.ProgressModel` to their
-windows (:mod:`dynamix.sim.progress_fit`) and writes it as a JSON artifact with its provenance: the
-workload, profile, config hash, the runs used, the fit's residuals and the git sha. With ``rl.learning:
-measured`` it also runs the sweep, with the batches of :data:`dynamix.sim.measured.BETWEEN` added, at
-the experiments' own epochs, schedule and seeds (the baselines stage's runs come from the profile's run
-cache when they are there) and gives the model their mean test accuracy (:mod:`dynamix.sim.measured`).
-
-:func:`on_fitted` gives the policy-training stage and transfer the config that trains on the fitted
-surrogate of the policy's workload, fitting it first when needed.
-
-:func:`validate` (``dynamix validate-surrogate``) evaluates the same policies on the same clusters in
-both backends (:func:`dynamix.evaluation.runner.evaluate`, each with its own target and time budget, as
-an evaluation on that backend would report them) and writes ``surrogate_validation.csv`` (columns
-:data:`COLUMNS`: the mean time to target over seeds, a run that never reached it counted at its total
-time) and ``surrogate_validation.json``: the Spearman rank correlation of the two times over every
-(cluster, policy) and within each cluster, and the median absolute relative error of the surrogate's
-time, beside the goals (Spearman >= 0.8, median error <= 15 %), and per cluster (:func:`per_cluster`)
-the share of runs that reach or miss alike and the final-accuracy error per policy.
+:func:`validate` evaluates the same policies on the same clusters in both backends
+(:func:`dynamix.evaluation.runner.evaluate`, each with its own target and time budget, as an evaluation
+on that backend would report them) and writes ``surrogate_validation.csv`` (columns :data:`COLUMNS`:
+the mean time to target over seeds, a run that never reached it counted at its total time) and
+``surrogate_validation.json``: the Spearman rank correlation of the two times over every (cluster,
+policy) and within each cluster, and the median absolute relative error of the surrogate's time,
+beside the goals (Spearman >= 0.8, median error <= 15 %), and per cluster (:func:`per_cluster`) the
+share of runs that reach or miss alike and the final-accuracy error per policy. The surrogate itself
+is fitted by :mod:`dynamix.evaluation.surrogate_fit`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -38,13 +26,11 @@ from dynamix import cluster as clusters
 from dynamix import io, paths
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config, with_overrides
-from dynamix.data import load_cifar10
+from dynamix.evaluation.plan import run_cache, sim_config
 from dynamix.evaluation.runner import evaluate
 from dynamix.evaluation.targets import censored_time
-from dynamix.pipeline.manifest import git_sha
-from dynamix.experiments.shared import run_cache, sim_config
-from dynamix.sim import measured, progress
-from dynamix.sim.progress_fit import fit_progress
+from dynamix.paths import git_sha
+from dynamix.sim import progress
 
 log = logging.getLogger(__name__)
 
@@ -58,52 +44,6 @@ VALIDATION_POLICIES = ("static:32", "static:64", "static:128", "static:256", "st
 def validation_clusters() -> list[str]:
     """The validation clusters (``clusters/validation/``): never held-out, never trained on."""
     return sorted(str(p.relative_to(paths.ROOT)) for p in (paths.ROOT / "clusters" / "validation").glob("*.yaml"))
-
-
-FIT_EPOCHS = 2.0
-"""The fitting runs train this many times the experiments' epoch budget: a time-budgeted run at a
-larger, more efficient batch gets further than its reference run, and the curves must reach there
-(fitted on 1x, the test-accuracy curve saturated early and set a parameter-server cluster's target
-7 % low)."""
-
-
-def fit_config(cfg: Config) -> Config:
-    """The config the fitting runs use: the experiments' workload, :data:`FIT_EPOCHS` times their epoch
-    budget, a test every window, the real model math."""
-    run_cfg = sim_config(cfg)
-    return with_overrides(run_cfg, {"train": {"eval_every": cfg.batch.window, "epochs": FIT_EPOCHS * run_cfg.train.epochs}})
-
-
-def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress_bar: bool = True) -> Path:
-    """Fit the surrogate of ``cfg``'s experiments workload; returns the artifact's path
-    (:func:`dynamix.sim.progress.default_path` under ``out_dir``, default ``results/surrogate``)."""
-    run_cfg = fit_config(cfg)
-    base = cfg.experiments.baselines
-    spec = clusters.load(base.cluster)
-    policies = [f"static:{b}" for b in base.batch_sizes]
-    out = Path(out_dir) if out_dir is not None else paths.RESULTS / "surrogate"
-    runs, summary = evaluate([spec], policies, run_cfg, seeds, out_dir=None, progress=progress_bar,
-                             cache_dir=run_cache(out / "fit"), budget="epochs", jobs=cfg.experiments.jobs)
-    n_train = len(load_cifar10(run_cfg.data).train_y)
-    model = fit_progress(runs, run_cfg, n_train, b_ref=spec.n_workers * cfg.batch.initial)
-    provenance = {
-        **model.provenance, "workload": model.workload, "profile": cfg.profile, "config_hash": run_cfg.hash(),
-        "git_sha": git_sha(), "cluster": spec.name, "policies": policies, "seeds": seeds,
-        "runs": summary[["cluster", "policy", "seed", "final_accuracy", "total_time_s", "iterations"]]
-        .to_dict("records"),
-    }
-    model = dataclasses.replace(model, provenance=provenance)
-    if cfg.rl.learning == "measured":
-        table_cfg = sim_config(cfg)
-        table_policies = [f"static:{b}" for b in measured.sweep(base.batch_sizes)]
-        table_runs, _ = evaluate([spec], table_policies, table_cfg, cfg.experiments.seeds, out_dir=None, progress=progress_bar,
-                                 cache_dir=run_cache(out), budget="epochs", jobs=cfg.experiments.jobs)
-        model = measured.with_table(model, table_runs, table_cfg.train.epochs)
-    path = progress.save(model, progress.default_path(run_cfg, out))
-    fit_rms = provenance["fit"]["rms"]
-    log.info("surrogate of %s fitted on %d runs (kappa %.3g, B_noise %.0f, test accuracy rms %.4f): %s",
-             model.workload["model"], len(summary), model.kappa, model.noise_scale, fit_rms["test_acc"], path)
-    return path
 
 
 def tta_table(summary: pd.DataFrame) -> pd.Series:
@@ -188,26 +128,3 @@ def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDAT
     log.info("surrogate validation: Spearman %.3f, median |relative error| %.1f %% over %d (cluster, policy)",
              stats["spearman"], 100 * stats["median_abs_rel_error"], stats["n"])
     return stats
-
-
-def on_fitted(cfg: Config, root: str | Path) -> Config:
-    """``cfg`` training on the fitted surrogate of the workload its policy trains on when ``rl.backend``
-    is ``surrogate`` and ``rl.surrogate`` names none: fitted (:func:`dynamix.experiments.surrogate.fit`,
-    the static sweep with the model math) into ``root/surrogate/``, or reused when a valid fit of that
-    workload is there; ``cfg`` unchanged otherwise."""
-    if cfg.rl.backend != "surrogate" or cfg.rl.surrogate:
-        return cfg
-    from dynamix.rl.env import training_config
-
-    trained_on = training_config(cfg)
-    fit_cfg = with_overrides(cfg, {"experiments": {"model": trained_on.model.name, "width": trained_on.model.width},
-                                   "optim": dataclasses.asdict(trained_on.optim)})
-    path = progress.default_path(fit_config(fit_cfg), Path(root) / "surrogate")
-    try:
-        fitted = progress.load(path, fit_config(fit_cfg))
-        if fitted.measured != (cfg.rl.learning == "measured"):
-            raise progress.SurrogateArtifactError(f"{path}: not fitted with rl.learning = {cfg.rl.learning}")
-    except progress.SurrogateArtifactError:
-        path = fit(fit_cfg, path.parent)
-    log.info("policy training on the surrogate %s", path)
-    return with_overrides(cfg, {"rl": {"surrogate": paths.relative(path)}})

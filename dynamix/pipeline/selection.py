@@ -1,10 +1,10 @@
 """Choose the pipeline's policy among the policy_training stage's seeds (``dynamix select-policy``).
 
-Not a stage of its own: it runs between ``policy_training`` and ``inference`` when asked, and writes
-``<results>/selection/``: ``selection.csv`` (one row per run, :data:`dynamix.evaluation.selection.TABLE_COLUMNS`)
-and ``selection.json`` (the scores, the choice, its sha256, the clusters and seeds). From then on the
-policy name ``dynamix`` of every stage resolves to the chosen artifact
-(:func:`dynamix.experiments.shared.trained_policy`); with no
+A step of the pipeline, not a stage: it runs between ``policy_training`` and ``inference`` when asked,
+and writes ``<results>/selection/``: ``selection.csv`` (one row per run,
+:data:`dynamix.evaluation.selection.TABLE_COLUMNS`), ``selection.json`` (the scores, the choice, its
+sha256, the clusters and seeds) and ``manifest.json``. From then on the policy name ``dynamix`` of every
+stage resolves to the chosen artifact (:func:`dynamix.evaluation.policy_names.trained_policy`); with no
 selection it is the first seed's, ``<name>.zip``. The scores: :mod:`dynamix.evaluation.selection`, on
 ``experiments.inference.tune_clusters`` over ``tune_seeds`` seeds with the first optimiser of
 ``experiments.inference.optimizers``; held-out clusters play no part.
@@ -17,13 +17,12 @@ from pathlib import Path
 
 from dynamix import cluster, io
 from dynamix.config import Config, ConfigError
-from dynamix.evaluation import selection
-from dynamix.experiments import shared
+from dynamix.evaluation import plan, policy_names, selection
 from dynamix.pipeline.manifest import write_manifest
 
 log = logging.getLogger(__name__)
 
-NAME = shared.SELECTION
+NAME = policy_names.SELECTION
 
 
 def seed_candidates(cfg: Config, pdir: Path) -> dict[str, str]:
@@ -41,14 +40,14 @@ def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:
     out = Path(root) / NAME
     out.mkdir(parents=True, exist_ok=True)
     e = cfg.experiments.inference
-    pdir = shared.policy_dir(out)
+    pdir = policy_names.policy_dir(out)
     candidates = seed_candidates(cfg, pdir)
     specs = [cluster.load(c) for c in e.tune_clusters]
     opt = e.optimizers[0]
-    run_cfgs = shared.budgeted(cfg, [(spec, shared.sim_config(cfg, optim=shared.optimizer(cfg, opt))) for spec in specs], out)
+    run_cfgs = plan.budgeted(cfg, [(spec, plan.sim_config(cfg, optim=plan.optimizer(cfg, opt))) for spec in specs], out)
     scores, table = selection.run_and_score(list(zip(specs, run_cfgs)), candidates, e.tune_global_batches,
-                                    shared.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
-                                    cache=shared.run_cache(out), progress=progress)
+                                            plan.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
+                                            cache=plan.run_cache(out), progress=progress)
     choice = selection.choose(scores, list(candidates))
     from dynamix.rl.artifact import sha256
 
@@ -59,7 +58,7 @@ def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:
         "scores": {k: round(float(v), 4) for k, v in scores.items()},
         "missed": {k: int(v) for k, v in table.groupby("policy")["time_to_target_s"].apply(lambda s: s.isna().sum()).items()},
         "clusters": [spec.name for spec in specs],
-        "seeds": shared.seeds(cfg)[: e.tune_seeds],
+        "seeds": plan.seeds(cfg)[: e.tune_seeds],
         "optimizer": opt,
     }
     io.write_csv(table, out / "selection.csv")
