@@ -114,7 +114,7 @@ def build(spec: NotebookSpec) -> nbformat.NotebookNode:
             f"# {spec.title}\n\n{spec.about}\n\n"
             f"- DVC stage: `dvc repro {e}` (executed copy: `results/notebooks/{spec.stem}.ipynb`)\n"
             f"- Same computation from the shell: `dynamix run {e} --profile default`\n"
-            f"- Code: `dynamix/experiments/{e}.py`; figures: `dynamix/plots.py`; "
+            f"- Code: `dynamix/experiments/{e}.py`; figures: `dynamix/plots/{e}.py`; "
             f"outputs: `results/{e}/`, `results/figures/{e}/`"
         ),
         _code(
