@@ -23,7 +23,7 @@ endif
 # DVC stages call papermill and dynamix: run them from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup protos repro smoke test test-all bench lab browser lock clean-results
+.PHONY: setup protos repro smoke test test-all bench lab browser lock dvc-yaml clean-results
 
 setup: $(STAMP) protos
 
@@ -64,6 +64,11 @@ browser: setup
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver; }
 	$(PY) -m pytest -q -m slow tests/test_browser.py $(PYTEST_ARGS)
+
+# dvc.yaml from the stages' table (dynamix/pipeline/stages.py) and the import graph (tools/dvcgen.py):
+# after an import or a read setting changes; tests/test_dvc_deps.py fails until it is rerun.
+dvc-yaml: $(STAMP)
+	$(PY) tools/dvcgen.py
 
 lock:
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact pins for every package in .venv (pip freeze). Regenerate: make lock. Mirrored by environment.yml.' > requirements.lock

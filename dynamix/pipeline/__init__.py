@@ -12,6 +12,8 @@ Modules, in the order a result meets them:
                  dynamix.pipeline.notebooks``);
 - ``runner``     every stage's notebook in order for a profile into its results root, resumable over
                  sittings, each stage's wall time in ``stage_times.csv`` (``dynamix pipeline``);
+- ``stages``     what each stage reads besides its code: its ``params.yaml`` keys and files (``dvc.yaml``
+                 is written from it and the import graph: ``tools/dvcgen.py``);
 - ``selection``  between policy_training and inference, when asked: which trained seed's policy ships,
                  scored on the validation clusters (``dynamix select-policy``);
 - ``publish``    a finished pipeline's headline files and figures to ``docs/expected/<profile>/``

@@ -1,0 +1,146 @@
+"""What each pipeline stage reads besides its code: the ``params.yaml`` keys and the files (:data:`READS`).
+
+``dvc.yaml`` declares for every stage exactly these params and files, and as code the files of the
+modules its notebook imports within ``dynamix``, followed through the import graph; ``tools/dvcgen.py``
+writes it from this table and that graph (``make dvc-yaml``), and ``tests/test_dvc_deps.py`` fails when
+the committed file differs. So ``dvc repro`` reruns a stage only when something it reads changed: a
+comment in one stage's figure module reruns that stage alone, an edit to ``dynamix/rl/`` the stages that
+import it, a change to ``rl.timesteps`` the stages that train a policy.
+
+Params are keys as DVC reads them: a section (``data``), a subsection (``experiments.inference``) or one
+key (``rl.model``). A whole section is named where the stage reads every key of it, so a key added to it
+later is read too. Every stage also reads ``profile`` and ``profiles`` (:data:`ALWAYS`): the chosen
+profile is merged over the base sections in :func:`dynamix.config.load`, so any key's value may come
+from either. The ``executor`` section is in no stage's params: it says where runs execute, never what
+they compute. A stage's ``manifest.json`` records the whole config as the stage ran it, so after a
+change to a key that stage does not read, its manifest shows the old value until the stage next runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from dynamix import config
+
+
+def every(section: str, but: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The keys of ``section`` (``rl``) as params: the section itself when ``but`` is empty, else each of
+    its keys except those in ``but`` (``rl.recipe``, ``rl.algo``, ...)."""
+    if not but:
+        return (section,)
+    fields = [f.name for f in dataclasses.fields(getattr(config.Config(), section))]
+    unknown = sorted(set(but) - set(fields))
+    if unknown:
+        raise ValueError(f"{section} has no key {', '.join(unknown)}")
+    return tuple(f"{section}.{name}" for name in fields if name not in but)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What one stage reads besides its code: ``params`` (keys of ``params.yaml``, besides
+    :data:`ALWAYS`) and ``files`` (data, committed records and earlier stages' outputs)."""
+
+    params: tuple[str, ...]
+    files: tuple[str, ...] = ()
+
+
+ALWAYS = ("profile", "profiles")
+"""Every stage: the profile in force and the profiles merged over the base sections."""
+
+SIMULATED_RUN = ("data", "model", "optim", "train", "batch", "engine.compression", "arbitrator.overhead_ms",
+                 "arbitrator.overhead_ms_per_worker")
+"""What a simulated run reads of its config: the sections of the run cache's key
+(:data:`dynamix.evaluation.cache.SIM_SECTIONS`), the gradient compression and the arbitration cost the
+cost model charges per window (:func:`dynamix.sim.cluster.calibrated_cost`)."""
+
+WORKLOAD = ("experiments.model", "experiments.width")
+"""The experiments' simulated workload (:func:`dynamix.evaluation.plan.sim_config`), where a stage does
+not replace it with one of its own."""
+
+EXPERIMENT_RUNS = ("experiments.epochs", "experiments.eval_every", "experiments.eval_samples",
+                   "experiments.seeds", "experiments.jobs", "experiments.ci")
+"""Every simulated experiment: its runs' budget and test cadence, seeds, parallel runs, interval coverage."""
+
+TARGET = ("rl.target_accuracy", "rl.target_fraction")
+"""The target accuracy of time to target (:mod:`dynamix.evaluation.targets`)."""
+
+BUDGET = ("rl.eval_budget",)
+"""Each run's budget: the reference run's time or the epochs (:func:`dynamix.evaluation.plan.budgeted`)."""
+
+AGENT = (*every("rl"), "reward", "engine", "arbitrator", "policy")
+"""Training the agent (:mod:`dynamix.rl.learn`): every ``rl`` key, the reward, and with ``rl.backend:
+engine`` the real workers, their arbitrator and its policy."""
+
+AGENT_TRAINING = (*every("rl", but=("eval_budget",)), "reward", "engine", "arbitrator", "policy")
+""":data:`AGENT` for a stage that trains and evaluates nothing: ``rl.eval_budget`` left out."""
+
+READS: dict[str, Reads] = {
+    "prepare": Reads(
+        params=("data", "model", *WORKLOAD, "rl.model", "rl.width", "experiments.transfer.pairs",
+                "experiments.compression.model", "experiments.compression.width"),
+        files=("data/cifar10-mini.tar.gz", "calibrations"),
+    ),
+    "baselines": Reads(
+        params=(*SIMULATED_RUN, *WORKLOAD, *EXPERIMENT_RUNS, "experiments.baselines", *TARGET),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations"),
+    ),
+    "policy_training": Reads(
+        # the surrogate is fitted to the baselines' sweep, and the target return's reference is that sweep
+        params=(*AGENT_TRAINING, "data", "model", "optim", "train", "batch", *EXPERIMENT_RUNS,
+                "experiments.baselines", "experiments.policy_training"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations"),
+    ),
+    "inference": Reads(
+        # the engine run: a real 4-worker run through the gRPC arbitrator
+        params=(*SIMULATED_RUN, "engine", "arbitrator", "policy", *WORKLOAD, *EXPERIMENT_RUNS,
+                "experiments.target_levels", "experiments.inference", "experiments.baselines.batch_sizes",
+                "experiments.policy_training.name", *TARGET, *BUDGET),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
+    ),
+    "scalability": Reads(
+        params=(*SIMULATED_RUN, *WORKLOAD, *EXPERIMENT_RUNS, "experiments.scalability",
+                "experiments.policy_training.name", *TARGET, *BUDGET),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
+    ),
+    "transfer": Reads(
+        # trains a policy on each target workload, as policy_training does; the Adam workload's LR
+        params=(*AGENT, "data", "model", "optim", "train", "batch", *EXPERIMENT_RUNS, "experiments.transfer",
+                "experiments.baselines", "experiments.policy_training.name",
+                "experiments.policy_training.timesteps", "experiments.inference.adam_lr"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
+    ),
+    "claims": Reads(
+        # the teacher rule the agent is compared with: rl.warm_start_batch
+        params=("experiments.ci", "experiments.tie_margin", "experiments.tie_margin_pts",
+                "experiments.sim2real.published", "rl.target_fraction", "rl.warm_start_batch"),
+        files=(
+            "results/inference/summary.csv",
+            "results/inference/levels.csv",  # times to target at the other levels
+            "results/inference/clusters.csv",  # the held-out clusters' table
+            "results/scalability/summary.csv",
+            "results/transfer/summary.csv",
+            "results/transfer/summary.json",  # the PPO budgets of the compared policies
+            "docs/expected/sim2real",  # the real-engine rows (dynamix sim2real --publish)
+        ),
+    ),
+    "ablation": Reads(
+        params=(*AGENT, "data", "model", "optim", "train", "batch", *WORKLOAD, *EXPERIMENT_RUNS,
+                "experiments.ablation", "experiments.baselines", "experiments.policy_training.name"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "docs/expected/ablation"),
+    ),
+    "compression": Reads(
+        # its own workload (experiments.compression.model on its dataset); rl.model names the agent's
+        params=(*SIMULATED_RUN, *EXPERIMENT_RUNS, "experiments.tie_margin", "experiments.compression",
+                "experiments.policy_training.name", "rl.model", "rl.width", *TARGET, *BUDGET),
+        files=("clusters", "calibrations", "results/policies", "docs/expected/links.json"),
+    ),
+}
+"""Stage -> what it reads besides its code (:class:`Reads`), in pipeline order."""
+
+
+def params(stage: str) -> tuple[str, ...]:
+    """Every params key ``stage`` reads, as ``dvc.yaml`` lists them: :data:`ALWAYS`, then its own in
+    table order, each once, and none whose section or subsection is listed whole."""
+    keys = list(dict.fromkeys((*ALWAYS, *READS[stage].params)))
+    return tuple(k for k in keys if not any(k.startswith(f"{whole}.") for whole in keys))
