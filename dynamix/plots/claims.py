@@ -1,4 +1,4 @@
-"""The claims stage's figure: DYNAMIX against the median and the best static batch, beside the paper's values."""
+"""The claims stage's figure: DYNAMIX against the median and the best static batch, and the paper's values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The transfer stage's figure: time to target of the transferred, the target-trained and the static policy."""
+"""The transfer stage's figure: time to target of the transferred, target-trained and static policies."""
 
 from __future__ import annotations
 
