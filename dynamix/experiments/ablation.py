@@ -60,7 +60,7 @@ from tqdm.auto import tqdm
 
 from dynamix import cluster, config, io, paths
 from dynamix.config import Config, ConfigError, with_overrides
-from dynamix.evaluation import plan
+from dynamix.evaluation.plan import sim_config
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.plots import ablation as plots
 from dynamix.policies.base import PolicySpec
@@ -113,7 +113,7 @@ def eval_config(cfg: Config) -> Config:
     """The evaluation runs' config: the experiments' workload and budget (``rl-eval`` in the default
     profile), one torch thread, the model math: a policy trained on the surrogate is judged on the
     real-math simulator, never on the model it was trained on."""
-    return plan.sim_config(cfg, train={"threads": 1})
+    return sim_config(cfg, train={"threads": 1})
 
 
 def validation_specs(cfg: Config) -> list[cluster.ClusterSpec]:
