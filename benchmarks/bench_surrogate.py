@@ -7,8 +7,8 @@
 Both sides are :class:`dynamix.rl.env.DynamixEnv` on the same fixed cluster and profile (the RL
 workload, ``training_config``), one torch thread, stepping the same seeded random actions and
 resetting at the end of each episode (a reset runs the episode's first window, so it is counted as
-time, not as a transition). ``real``: ``rl.backend: sim``, the model math; ``surrogate``:
-``rl.backend: surrogate`` with the fitted model of the profile's workload: ``results/surrogate``'s
+time, not as a transition). ``real``: ``sim.backend: math``, the model math; ``surrogate``:
+``sim.backend: surrogate`` with the fitted model of the profile's workload: ``results/surrogate``'s
 (``dynamix fit-surrogate``), else the one the profile published (``docs/expected/PROFILE/``, or
 ``results/profiles/PROFILE/surrogate/``), so it runs on a fresh clone. Rounds alternate real / surrogate so machine-load drift hits both alike; each side's rate is
 the median over rounds. A transition is one worker's window, so a step of N workers is N transitions.
@@ -36,8 +36,8 @@ from dynamix.sim import progress
 def surrogate_path(profile: str) -> str:
     """The profile's fitted surrogate: the one fitted here when there is one, else the published one."""
     cfg = training_config(config.load(profile=profile))
-    if cfg.rl.surrogate:  # the profile names its own
-        return cfg.rl.surrogate
+    if cfg.sim.surrogate:  # the profile names its own
+        return cfg.sim.surrogate
     fitted = progress.default_path(cfg)
     published = [paths.ROOT / "docs" / "expected" / profile / f"surrogate-{fitted.name}",
                  paths.RESULTS / "profiles" / profile / "surrogate" / fitted.name]
@@ -70,15 +70,16 @@ def main() -> int:
     parser.add_argument("--profile", default="default",
                         help="profile of the RL workload and its fitted surrogate")
     parser.add_argument("--surrogate", default="",
-                        help="fitted surrogate JSON (rl.surrogate); default: the profile's own")
+                        help="fitted surrogate JSON (sim.surrogate); default: the profile's own")
     parser.add_argument("--seconds", type=float, default=20.0, help="stepping time per side and round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     spec = clusters.load(args.cluster)
     surrogate = args.surrogate or surrogate_path(args.profile)
     envs = {}
-    for side, backend in (("real", "sim"), ("surrogate", "surrogate")):
-        cfg = training_config(config.load(profile=args.profile, overrides={"rl": {"backend": backend, "surrogate": surrogate}}))
+    for side, backend in (("real", "math"), ("surrogate", "surrogate")):
+        overrides = {"sim": {"backend": backend, "surrogate": surrogate}}
+        cfg = training_config(config.load(profile=args.profile, overrides=overrides))
         envs[side] = DynamixEnv(cfg, specs=[spec])
     rates: dict[str, list[float]] = {"real": [], "surrogate": []}
     cpu_rates: dict[str, list[float]] = {"real": [], "surrogate": []}

@@ -9,7 +9,8 @@ the merge lives here and every DVC stage depends on ``profile`` and ``profiles``
 Validation is strict because a silently ignored typo in a research config costs a week: an unknown
 key, a wrong type or an out-of-range value raises :class:`ConfigError` naming the dotted field and
 its allowed range or choices. Ranges and choices are declared once, in field metadata, beside the
-field's docstring-comment.
+field's docstring-comment. A setting moved to the section where it acts (:data:`HASH_MOVED`) is refused
+under its old key, naming the new one; configs stored in the old layout still build (:func:`upgrade`).
 
 Defaults: the dataclasses carry them, and ``params.yaml``'s base sections repeat every field with
 the same value and a one-line comment, so the file a user edits shows every setting and a section
@@ -513,8 +514,8 @@ class ExperimentsConfig:
     # is no practical difference; accuracy differences within +-tie_margin_pts points.
     tie_margin: float = setting(0.03, rng(0.0, 1.0))
     tie_margin_pts: float = setting(0.5, rng(0.0, 100.0))
-    # Besides rl.target_fraction, the target levels (fractions of the best policy's mean final accuracy)
-    # at which per_policy.csv reads every time to target: a claim must not hang on one level.
+    # Besides evaluation.target_fraction, the target levels (fractions of the best policy's mean final
+    # accuracy) at which per_policy.csv reads every time to target: a claim must not hang on one level.
     target_levels: tuple[float, ...] = setting((0.9, 0.98), rng(0.01, 1.0))
     jobs: int = setting(2, rng(1, 256))  # simulations run in parallel, one torch thread each (1: in-process)
     # The workload every simulated experiment trains (transfer pairs name their own): "" / 0 use model.*.
@@ -560,6 +561,41 @@ class ArbitratorConfig:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9._:%-]{1,253}", self.host):
             raise ConfigError(f"arbitrator.host = {self.host!r} is not allowed: must be a host name or an IP address")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """What models learning in a simulated run (:mod:`dynamix.sim`): ``dynamix simulate`` and
+    ``evaluate``, the experiments' runs and the agent's episodes on the simulator (``rl.episodes: sim``)."""
+
+    # math: the real model math on the virtual cluster (dynamix.sim.cluster); surrogate: the same clock
+    # and cost model with a fitted model of learning instead (dynamix.sim.surrogate, microseconds a
+    # window; `dynamix fit-surrogate` first). The experiments judge every policy with the math
+    # (dynamix.evaluation.plan): an agent trained on the surrogate is never judged on its own model.
+    backend: str = setting("math", one_of("math", "surrogate"))
+    # The fitted surrogate (`dynamix fit-surrogate`); "": results/surrogate/<model>-w<width>-<optimiser>.json
+    surrogate: str = setting("")
+    # The surrogate's test accuracy: "fitted" = a power law in progress; "measured" = the mean test
+    # accuracy of the experiments' static sweep by epoch and global batch, which fit-surrogate then
+    # also runs at the experiments' own epochs and seeds (dynamix.sim.measured)
+    learning: str = setting("fitted", one_of("fitted", "measured"))
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """How a run is judged (:mod:`dynamix.evaluation`, ``docs/protocol.md``): ``dynamix evaluate``, every
+    experiment, and the agent's target return (``rl.return_shape: target``)."""
+
+    # Time to target = the first virtual time the test accuracy reaches the target. target_accuracy > 0
+    # fixes it; 0 derives it per cluster as target_fraction x the best policy's mean (over seeds) final
+    # test accuracy in that evaluation.
+    target_accuracy: float = setting(0.0, rng(0.0, 1.0))
+    target_fraction: float = setting(0.9, rng(0.01, 1.0))
+    # How long each evaluated run trains. "time": every policy on a cluster gets the same virtual time,
+    # the static batch.initial run's time for the epoch budget (the agent's training episodes are
+    # budgeted the same way); "epochs": every policy gets the same epochs, so a policy that takes larger
+    # batches stops after fewer updates and may never reach the target.
+    budget: str = setting("time", one_of("time", "epochs"))
 
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -660,28 +696,12 @@ class RLConfig:
     # so the return is minus the time to target; a run that misses it pays its time twice.
     # "": the recipe's (dynamix: time; paper: paper).
     return_shape: str = setting("", one_of("", "time", "paper", "target"))
-    # Where episodes train: "sim" = the calibrated virtual-time simulator (dynamix.sim); "engine" = real
-    # torchrun workers on this machine, the cluster's heterogeneity emulated, decisions through the gRPC
-    # arbitrator (dynamix.sim.engine_cluster); "surrogate" = the simulator's clock with a fitted model of
-    # learning instead of the model math (dynamix.sim.surrogate; `dynamix fit-surrogate` first), which
-    # simulated runs (`dynamix simulate`, `evaluate`) then use too.
-    backend: str = setting("sim", one_of("sim", "engine", "surrogate"))
-    # The fitted surrogate (`dynamix fit-surrogate`); "": results/surrogate/<model>-w<width>-<optimiser>.json
-    surrogate: str = setting("")
-    # The surrogate's test accuracy: "fitted" = a power law in progress; "measured" = the mean test
-    # accuracy of the experiments' static sweep by epoch and global batch, which fit-surrogate then
-    # also runs at the experiments' own epochs and seeds (dynamix.sim.measured)
-    learning: str = setting("fitted", one_of("fitted", "measured"))
-    # ``dynamix evaluate``: time to target = first virtual time the test accuracy reaches the target.
-    # target_accuracy > 0 fixes it; 0 derives it per cluster as target_fraction x the best policy's
-    # mean (over seeds) final test accuracy in that evaluation (dynamix.evaluation).
-    target_accuracy: float = setting(0.0, rng(0.0, 1.0))
-    target_fraction: float = setting(0.9, rng(0.01, 1.0))
-    # How long each evaluated run trains (dynamix.evaluation). "time": every policy on a cluster gets
-    # the same virtual time, the static batch.initial run's time for the epoch budget (the agent's
-    # training episodes are budgeted the same way); "epochs": every policy gets the same epochs, so a
-    # policy that takes larger batches stops after fewer updates and may never reach the target.
-    eval_budget: str = setting("time", one_of("time", "epochs"))
+    # Where the agent's training episodes run: "sim" = the calibrated virtual-time simulator, its
+    # learning modelled as every simulated run's is (sim.backend: the model math or the fitted
+    # surrogate); "engine" = real torchrun workers on this machine, the cluster's heterogeneity
+    # emulated, decisions through the gRPC arbitrator (dynamix.sim.engine_cluster). The target return's
+    # reference sweep and every run outside training (simulate, evaluate) are simulated either way.
+    episodes: str = setting("sim", one_of("sim", "engine"))
     # Before PPO, imitate a heuristic (dynamix.rl.warmstart): "lbbsp" = LB-BSP's load-balancing step read
     # off the state, for warm_start_timesteps per-worker transitions of teacher episodes, fitted for
     # warm_start_epochs passes; "none" = PPO from a random policy (the paper's way). lbbsp is the default:
@@ -752,6 +772,26 @@ policy artifacts and run folders carry still build (``arbitrator.max_threads``: 
 holds no thread per waiting worker; ``rl.warm_start_grow`` and ``rl.warm_start_workers``: teacher
 variants the ablations dropped, docs/journal/rl.md)."""
 
+HASH_MOVED: dict[str, str | dict[str, dict[str, str]]] = {
+    "rl.surrogate": "sim.surrogate",
+    "rl.learning": "sim.learning",
+    "rl.target_accuracy": "evaluation.target_accuracy",
+    "rl.target_fraction": "evaluation.target_fraction",
+    "rl.eval_budget": "evaluation.budget",
+    "rl.backend": {"sim": {"rl.episodes": "sim", "sim.backend": "math"},
+                   "surrogate": {"rl.episodes": "sim", "sim.backend": "surrogate"},
+                   "engine": {"rl.episodes": "engine", "sim.backend": "math"}},
+}
+"""Settings moved, after configs were hashed, to the section where they act: old dotted key -> new one;
+for ``rl.backend``, split into where the agent's episodes run and what models learning in a simulated
+run, old value -> the new settings it stands for. :meth:`Config.hash` hashes each at its old place
+(:func:`_hashed_layout`; rl.episodes = engine with sim.backend = surrogate, which no value of the old
+key says, stays at the new places), so stage records, checkpoints and policy artifacts keep their
+hashes; :data:`HASH_NEUTRAL` and :data:`HASH_REMOVED` name settings where they are hashed. A stored
+config (policy artifacts, run folders, manifests) in the old layout builds with the new keys
+(:func:`upgrade`); a params.yaml or ``--set`` naming an old key is refused, naming the new ones
+(:func:`load`)."""
+
 UNHASHED = ("executor",)
 """Sections that say where runs execute, not what they compute: left out of :meth:`Config.hash` and of a
 run's identity (:mod:`dynamix.rundir`) whatever their values, so a sweep resumed on another executor
@@ -769,8 +809,10 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    sim: SimConfig = field(default_factory=SimConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     experiments: ExperimentsConfig = field(default_factory=ExperimentsConfig)
     arbitrator: ArbitratorConfig = field(default_factory=ArbitratorConfig)
     rl: RLConfig = field(default_factory=RLConfig)
@@ -791,10 +833,11 @@ class Config:
         return dataclasses.asdict(self)
 
     def hash(self) -> str:
-        """Short, stable hash of the full config: identifies a run's settings in manifests. Settings
-        at their :data:`HASH_NEUTRAL` values are left out, so adding them kept every earlier hash, and
-        so are the :data:`UNHASHED` sections."""
-        tree = {k: v for k, v in self.to_dict().items() if k not in UNHASHED}
+        """Short, stable hash of the full config: identifies a run's settings in manifests. Moved
+        settings are hashed at their old places (:data:`HASH_MOVED`), removed ones at their last values
+        (:data:`HASH_REMOVED`), settings at their :data:`HASH_NEUTRAL` values are left out, so moving,
+        removing and adding them kept every earlier hash, and so are the :data:`UNHASHED` sections."""
+        tree = _hashed_layout({k: v for k, v in self.to_dict().items() if k not in UNHASHED})
         for section, neutral in HASH_NEUTRAL.items():  # a dotted section names a subsection
             *parents, last = section.split(".")
             node = tree
@@ -805,6 +848,125 @@ class Config:
             tree[section] = {**removed, **tree[section]}
         blob = json.dumps(tree, sort_keys=True, default=list).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _has(tree: Mapping[str, Any], dotted: str) -> bool:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        tree = tree.get(key)
+        if not isinstance(tree, Mapping):
+            return False
+    return last in tree
+
+
+def _pop(tree: dict, dotted: str) -> Any:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        tree = tree[key]
+    return tree.pop(last)
+
+
+def _put(tree: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        tree = tree.setdefault(key, {})
+    tree[last] = value
+
+
+def _split(old: str) -> dict[str, dict[str, str]]:
+    """The values of a split setting of :data:`HASH_MOVED` and what each stands for ({} for a plain move)."""
+    new = HASH_MOVED[old]
+    return {} if isinstance(new, str) else new
+
+
+def _new_keys(old: str) -> list[str]:
+    """Where the moved setting ``old`` of :data:`HASH_MOVED` lives now."""
+    new = HASH_MOVED[old]
+    return [new] if isinstance(new, str) else list(next(iter(new.values())))
+
+
+def _hashed_layout(tree: dict) -> dict:
+    """``tree`` (a config's :meth:`Config.to_dict`, changed in place) with the :data:`HASH_MOVED`
+    settings at their old places, the split one as the old value that stands for its new ones (left at
+    the new places when none does); a section they leave empty is dropped."""
+    for old, new in HASH_MOVED.items():
+        if isinstance(new, str):
+            _put(tree, old, _pop(tree, new))
+            continue
+        keys = _new_keys(old)
+        now = {key: _pop(tree, key) for key in keys}
+        value = next((value for value, stands in new.items() if stands == now), None)
+        if value is None:  # no old value says it: hashed as it is, at the new places
+            for key, v in now.items():
+                _put(tree, key, v)
+        else:
+            _put(tree, old, value)
+    for section in {key.split(".")[0] for old in HASH_MOVED for key in _new_keys(old)}:
+        if tree.get(section) == {}:
+            del tree[section]
+    return tree
+
+
+def moved(old: str, value: Any = None) -> str:
+    """The message that refuses the moved setting ``old`` (:data:`HASH_MOVED`), naming its new key(s)
+    and, for the split one at a known ``value``, what that value is now."""
+    keys = _new_keys(old)
+    where = f"{old} is now {' and '.join(keys)} (a setting lives in the section where it acts)"
+    if not _split(old):
+        return f"{where}: set {keys[0]} instead"
+    stands = _split(old).get(value) if isinstance(value, str) else None
+    if stands is None:
+        return where + ": " + "; ".join(f"{old} = {v} is {', '.join(f'{k} = {x}' for k, x in s.items())}"
+                                        for v, s in _split(old).items())
+    return f"{where}: {old} = {value} is {', '.join(f'{k} = {x}' for k, x in stands.items())}"
+
+
+def upgrade(data: Mapping[str, Any]) -> dict:
+    """A stored config mapping (a policy artifact's, a run folder's, a manifest's) in the layout from
+    before :data:`HASH_MOVED`, its old keys moved to the new ones (a mapping without them comes back as
+    it is). One that holds an old key beside a new one is refused, naming the new key: only an override
+    written for the old layout mixes them."""
+    old_keys = [old for old in HASH_MOVED if _has(data, old)]
+    if not old_keys:
+        return dict(data)
+    mixed = [key for old in HASH_MOVED for key in _new_keys(old) if _has(data, key)]
+    if mixed:
+        raise ConfigError(moved(old_keys[0], _lookup(data, old_keys[0])))
+    out = copy.deepcopy(dict(data))
+    for old in old_keys:
+        value = _pop(out, old)
+        if not _split(old):
+            _put(out, HASH_MOVED[old], value)
+        elif isinstance(value, str) and value in _split(old):
+            for key, v in _split(old)[value].items():
+                _put(out, key, v)
+        else:
+            raise ConfigError(f"{old} = {brief(value)} is not allowed: must be one of "
+                              f"{', '.join(map(repr, _split(old)))} (a stored config's; {moved(old)})")
+    return out
+
+
+def _lookup(tree: Mapping[str, Any], dotted: str) -> Any:
+    for key in dotted.split("."):
+        tree = tree[key]
+    return tree
+
+
+def _upgrade_section(cls: type, data: Mapping[str, Any], prefix: str) -> Mapping[str, Any]:
+    """A stored section ``prefix`` built on its own (a policy artifact's ``training.rl``) in the layout
+    from before :data:`HASH_MOVED`: the settings that moved out of it dropped (they belong to other
+    sections now), the split one read as the setting it keeps here."""
+    inside = {old.split(".", 1)[1]: old for old in HASH_MOVED if old.split(".", 1)[0] == prefix}
+    if not inside.keys() & data.keys() or typing.get_type_hints(Config).get(prefix) is not cls:
+        return data
+    out = {k: v for k, v in data.items() if k not in inside}
+    for key, old in inside.items():
+        stands = _split(old).get(data[key]) if key in data and isinstance(data[key], str) else None
+        for new, value in (stands or {}).items():
+            section, name = new.split(".", 1)
+            if section == prefix and name not in out:
+                out[name] = value
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -898,11 +1060,12 @@ def _without_removed(cls: type, data: Mapping[str, Any], prefix: str) -> Mapping
 
 def build(cls: type, data: Mapping[str, Any] | None, prefix: str = "") -> Any:
     """Build dataclass ``cls`` from ``data``: unknown keys, bad types and ranges raise ConfigError
-    (removed settings: :func:`_without_removed`)."""
+    (removed settings: :func:`_without_removed`; a stored config's moved ones: :func:`upgrade`)."""
     data = {} if data is None else data
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'} must be a mapping, got {brief(data)}")
     data = _without_removed(cls, data, prefix)
+    data = upgrade(data) if cls is Config else _upgrade_section(cls, data, prefix)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
@@ -990,6 +1153,9 @@ def load(
             merged = deep_merge(merged, parse_override(text))
     elif overrides:
         merged = deep_merge(merged, overrides)
+    for old in HASH_MOVED:  # a stored config's old keys build (upgrade); a user's are refused
+        if _has(merged, old):
+            raise ConfigError(moved(old, _lookup(merged, old)))
     if "profile" in merged:  # the profile is the base the overrides apply to: one of them cannot choose it
         raise ConfigError(f"profile = {brief(merged['profile'])} cannot be set as an override (--set): "
                           f"choose it with --profile, one of {', '.join(sorted(profiles))}")

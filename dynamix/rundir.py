@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from dynamix import io
-from dynamix.config import UNHASHED
+from dynamix.config import HASH_MOVED, UNHASHED, upgrade
 from dynamix.errors import InputFileError, UserError
 
 RUN_FILE = "run.json"
@@ -177,6 +177,22 @@ def identity(command: str, *, policy: str, cluster: str, seed: int, config: Mapp
     return json.loads(json.dumps(io.jsonable(ident), default=str))
 
 
+def upgraded(ident: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded identity with its config's moved settings (:data:`dynamix.config.HASH_MOVED`) at their
+    new keys: a run recorded before a setting moved to the section where it acts is the same run."""
+    flat_config = ident.get("config")
+    if not isinstance(flat_config, Mapping) or not HASH_MOVED.keys() & flat_config.keys():
+        return dict(ident)
+    nested: dict[str, Any] = {}
+    for key, value in flat_config.items():
+        *parents, last = key.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return {**ident, "config": flat(upgrade(nested))}
+
+
 def _show(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
@@ -222,6 +238,8 @@ def claim(out: str | Path, ident: Mapping[str, Any], force: bool = False, output
     found = [p.name for pattern in (RUN_FILE, *outputs) for p in sorted(path.glob(pattern)) if p.is_file()]
     present = list(dict.fromkeys(found))
     old = None if force or present in ([], [RUN_FILE]) else recorded(path)
+    if old is not None and isinstance(old["identity"], Mapping):
+        old = {**old, "identity": upgraded(old["identity"])}
     if force:
         for name in present:
             (path / name).unlink()

@@ -160,7 +160,7 @@ FIELDS = sorted(config.Config().to_dict().keys())
 KEYS = st.one_of(st.sampled_from(["train.epochs", "train.max_iters", "train.seed", "batch.min", "batch.max",
                                   "batch.initial", "batch.window", "batch.actions", "optim.milestones", "optim.lr",
                                   "engine.world_size", "engine.arch", "arbitrator.host", "arbitrator.port",
-                                  "model.width", "train.device", "rl.target_accuracy", "policy.spec"]),
+                                  "model.width", "train.device", "evaluation.target_accuracy", "policy.spec"]),
                  st.sampled_from(FIELDS), st.text(alphabet="abcxyz._", min_size=1, max_size=10))
 VALUE = st.one_of(
     st.integers(-(2**40), 2**40).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),

@@ -142,7 +142,7 @@ def test_the_per_policy_table_ranks_the_missing_policy_behind_every_policy_that_
     assert (table.loc["dynamix", "time_to_target_s"] > reached["time_to_target_s"]).all()
     assert table.loc["dynamix", "over_oracle"] > 1 and table.loc["dynamix", "headroom_share"] < 0
     assert table.loc["oracle", "headroom_share"] == pytest.approx(1.0)
-    assert "| dynamix | 5/5 |" in claims.per_policy_markdown(table.reset_index(), cfg.rl.target_fraction)
+    assert "| dynamix | 5/5 |" in claims.per_policy_markdown(table.reset_index(), cfg.evaluation.target_fraction)
 
 
 def test_across_clusters_the_missing_policy_is_behind_and_its_worst_cell_named(cfg):
@@ -151,7 +151,7 @@ def test_across_clusters_the_missing_policy_is_behind_and_its_worst_cell_named(c
     policy that never reached the target behind every one that did, and counts its misses."""
     slower = {**CELL, "gns": [(10.4 + 0.1 * s, 18.0) for s in SEEDS]}  # 1.3x the oracle in cell "d"
     table = claims.per_policy(summary({"c": CELL, "d": slower}), cfg)
-    across = claims.across_clusters(table, cfg.rl.target_fraction).set_index("policy")
+    across = claims.across_clusters(table, cfg.evaluation.target_fraction).set_index("policy")
     assert list(across.columns) == claims.ACROSS_COLUMNS[:1] + claims.ACROSS_COLUMNS[2:]
     at = table.set_index(["cluster", "policy"])["over_oracle"]
     assert across.loc["gns", "geomean_over_oracle"] == pytest.approx(math.sqrt(at["c", "gns"] * at["d", "gns"]))
@@ -159,7 +159,7 @@ def test_across_clusters_the_missing_policy_is_behind_and_its_worst_cell_named(c
     assert across.loc["dynamix", "missed"] == "10/10" and across.loc["lbbsp", "missed"] == "0/10"
     reached = across[across["missed"].str.startswith("0/")]
     assert (across.loc["dynamix", "geomean_over_oracle"] > reached["geomean_over_oracle"]).all()
-    md = claims.per_policy_markdown(table, cfg.rl.target_fraction)
+    md = claims.per_policy_markdown(table, cfg.evaluation.target_fraction)
     assert md.startswith("**Across the held-out clusters**") and "| dynamix | sgd | 2 | 10/10 | ≥ " in md
 
 

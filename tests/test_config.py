@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import pytest
@@ -99,6 +100,82 @@ def test_a_removed_setting_at_its_last_value_is_dropped_and_keeps_the_hash():
     assert kept == default and kept.hash() == default.hash()
     with pytest.raises(config.ConfigError, match=r"^arbitrator\.max_threads = True is not allowed: the setting was"):
         config.load(overrides=["arbitrator.max_threads=true"])
+
+
+STORED = sorted(paths.ROOT.glob("results/profiles/*/policies/dynamix.json")) + sorted(
+    paths.ROOT.glob("results/profiles/*/*/manifest.json"))
+"""Committed policy artifacts and stage records of the converged profiles: configs stored with their hash."""
+
+OLD_PLACES = {"sim.surrogate": "rl.surrogate", "sim.learning": "rl.learning",
+              "evaluation.target_accuracy": "rl.target_accuracy",
+              "evaluation.target_fraction": "rl.target_fraction", "evaluation.budget": "rl.eval_budget"}
+"""Where the moved settings were (``rl``), besides rl.backend: a stored config's layout, written out here."""
+OLD_BACKEND = {("sim", "math"): "sim", ("sim", "surrogate"): "surrogate", ("engine", "math"): "engine"}
+"""rl.backend's value for (rl.episodes, sim.backend)."""
+
+
+def _old_layout(cfg: config.Config) -> dict:
+    """``cfg`` as a config stored before the simulator's and the evaluation's settings left ``rl``."""
+    tree = cfg.to_dict()
+    for new, old in OLD_PLACES.items():
+        section, key = new.split(".")
+        tree["rl"][old.split(".")[1]] = tree[section].pop(key)
+    episodes, backend = tree["rl"].pop("episodes"), tree["sim"].pop("backend")
+    tree["rl"]["backend"] = OLD_BACKEND[episodes, backend]
+    assert tree.pop("sim") == {} and tree.pop("evaluation") == {}
+    return tree
+
+
+@pytest.mark.parametrize("path", STORED, ids=lambda p: str(p.relative_to(paths.ROOT / "results/profiles")))
+def test_a_stored_config_builds_to_the_hash_it_was_stored_with(path):
+    """Settings moved (config.HASH_MOVED), removed or added since a config was stored keep its hash."""
+    record = json.loads(path.read_text())
+    assert config.build(config.Config, record["config"]).hash() == record["config_hash"]
+
+
+@pytest.mark.parametrize("profile", sorted(config.read_params()["profiles"]))
+def test_a_config_in_the_layout_from_before_the_moves_builds_to_the_same_config_and_hash(profile):
+    """The simulator's settings (sim.*) and the evaluation's (evaluation.*) moved out of rl: a stored
+    config in the old layout (policy artifacts, run folders, manifests) builds to the same config."""
+    cfg = config.load(profile=profile)
+    stored = json.loads(json.dumps(_old_layout(cfg)))
+    built = config.build(config.Config, stored)
+    assert built == cfg and built.hash() == cfg.hash()
+    assert config.build(config.RLConfig, stored["rl"], prefix="rl") == cfg.rl
+
+
+def test_the_split_backend_hashes_as_the_old_value_it_stands_for():
+    stored = _old_layout(config.load())
+    for old, sets in (("sim", []), ("surrogate", ["sim.backend=surrogate"]), ("engine", ["rl.episodes=engine"])):
+        built = config.build(config.Config, {**stored, "rl": {**stored["rl"], "backend": old}})
+        assert built == config.load(overrides=sets) and built.hash() == config.load(overrides=sets).hash()
+    splits = ([], ["rl.episodes=engine"], ["sim.backend=surrogate"], ["rl.episodes=engine", "sim.backend=surrogate"])
+    assert len({config.load(overrides=s).hash() for s in splits}) == 4  # the last: no old value says it
+
+
+@pytest.mark.parametrize("override, message", [
+    ("rl.backend=surrogate", "rl.backend is now rl.episodes and sim.backend (a setting lives in the section "
+                             "where it acts): rl.backend = surrogate is rl.episodes = sim, sim.backend = surrogate"),
+    ("rl.backend=engine", "rl.backend = engine is rl.episodes = engine, sim.backend = math"),
+    ("rl.surrogate=x.json", "rl.surrogate is now sim.surrogate (a setting lives in the section where it "
+                            "acts): set sim.surrogate instead"),
+    ("rl.learning=measured", "set sim.learning instead"),
+    ("rl.target_accuracy=0.5", "set evaluation.target_accuracy instead"),
+    ("rl.target_fraction=0.8", "set evaluation.target_fraction instead"),
+    ("rl.eval_budget=epochs", "set evaluation.budget instead"),
+])
+def test_a_moved_setting_given_by_a_user_is_refused_naming_its_new_key(override, message):
+    with pytest.raises(config.ConfigError) as err:
+        config.load(overrides=[override])
+    assert message in str(err.value)
+
+
+def test_a_params_yaml_with_a_moved_setting_is_refused(tmp_path):
+    path = write_params(tmp_path, lambda r: r["rl"].__setitem__("eval_budget", "epochs"))
+    with pytest.raises(config.ConfigError, match=r"^rl\.eval_budget is now evaluation\.budget .*: set evaluation"):
+        config.load(path)
+    with pytest.raises(config.ConfigError, match=r"^rl\.backend is now rl\.episodes and sim\.backend"):
+        config.with_overrides(config.load(), {"rl": {"backend": "surrogate"}})  # code written for the old layout
 
 
 def test_unknown_profile_lists_the_defined_ones():

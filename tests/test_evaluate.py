@@ -44,7 +44,7 @@ def test_evaluate_writes_the_contract_and_derives_the_target(setup, tmp_path):
     assert set(REQUIRED) <= set(on_disk.columns) and len(on_disk) == 4
     assert list(pd.read_csv(tmp_path / "runs.csv").columns) == ["cluster", *RUNS_COLUMNS]
     best = summary.groupby("policy")["final_accuracy"].mean().max()
-    assert summary["target_accuracy"].unique().tolist() == [pytest.approx(cfg.rl.target_fraction * best)]
+    assert summary["target_accuracy"].unique().tolist() == [pytest.approx(cfg.evaluation.target_fraction * best)]
     for _, r in summary.iterrows():
         run = runs[(runs.policy == r.policy) & (runs.seed == r.seed)].drop_duplicates("window")
         assert r.total_time_s == run["elapsed_s"].iloc[-1]
@@ -280,7 +280,7 @@ def test_sim_key_separates_compressed_runs_and_keeps_the_keys_of_earlier_setting
     from dynamix.evaluation.cache import sim_key
 
     cost = CostModel(1.0, 0.5, 1234)
-    sim = ["rl.backend=sim"]  # the cpu profile trains its agent on the surrogate; its experiments run the model math
+    sim = ["sim.backend=math"]  # the cpu profile trains its agent on the surrogate; its experiments run the model math
     cfg = config.load(profile="cpu", overrides=sim)
     assert sim_key(cfg, cost) == "5030c7c250be"  # the key from before compression and data sets existed
     lhc = config.load(profile="cpu", overrides=[*sim, "engine.compression=lhc"])

@@ -74,11 +74,11 @@ def test_policy_stage_starts_over_when_params_change_under_its_checkpoint(tmp_pa
 
 
 def test_policy_stage_fits_its_surrogate_once_and_trains_on_it(tmp_path):
-    """rl.backend surrogate: the stage fits the workload's surrogate beside its folder (the static sweep
+    """sim.backend surrogate: the stage fits the workload's surrogate beside its folder (the static sweep
     with the model math), trains on it, and a second run reuses the fit instead of redoing it."""
     from dynamix.sim import progress
 
-    cfg = tiny_cfg(rl={"timesteps": 16, "backend": "surrogate", "model": "mlp", "width": 0.25},
+    cfg = tiny_cfg(rl={"timesteps": 16, "model": "mlp", "width": 0.25}, sim={"backend": "surrogate"},
                    experiments={"model": "mlp", "width": 0.25, "epochs": 0.2}, batch={"window": 2})
     out = tmp_path / "policy_training"
     policy_training.run(cfg, out)
@@ -87,7 +87,7 @@ def test_policy_stage_fits_its_surrogate_once_and_trains_on_it(tmp_path):
     model = progress.load(fitted[0])
     assert model.provenance["policies"] == ["static:32", "static:128"] and model.provenance["profile"] == "smoke"
     meta = json.loads((policy_dir(out) / "dynamix.json").read_text())
-    assert meta["training"]["rl"]["backend"] == "surrogate"
+    assert meta["training"]["sim"]["backend"] == "surrogate"
     # the reward curve's training seeds (smoke: 2): the pipeline's policy and one more, each its own seed
     zips = sorted(policy_dir(out).glob("*.zip"))
     assert [z.name for z in zips] == ["dynamix-s1.zip", "dynamix.zip"]

@@ -1,4 +1,4 @@
-"""The surrogate's measured accuracy (dynamix.sim.measured; ProgressModel's table; rl.learning: measured).
+"""The surrogate's measured accuracy (dynamix.sim.measured; ProgressModel's table; sim.learning: measured).
 
 Runs on hand-made run tables and the hand-written model of tests/helpers/surrogate.py: no model math.
 """
@@ -110,7 +110,7 @@ def test_surrogate_test_accuracy_is_the_table_at_the_tested_epochs(cfg):
 
 
 def test_learning_is_a_config_choice():
-    assert config.load(overrides={"rl": {"learning": "measured"}}).rl.learning == "measured"
-    with pytest.raises(ConfigError, match="rl.learning = 'table'.*'measured'"):
-        config.load(overrides={"rl": {"learning": "table"}})
+    assert config.load(overrides={"sim": {"learning": "measured"}}).sim.learning == "measured"
+    with pytest.raises(ConfigError, match="sim.learning = 'table'.*'measured'"):
+        config.load(overrides={"sim": {"learning": "table"}})
     assert measured.sweep((32, 64, 128, 256, 512)) == [32, 64, 96, 128, 160, 192, 256, 512]

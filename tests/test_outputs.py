@@ -67,6 +67,31 @@ def test_a_different_simulation_into_a_folder_holding_one_is_refused(tmp_path, c
     assert run_status(out) == "complete"
 
 
+def test_a_run_recorded_before_its_settings_moved_resumes(tmp_path, capsys):
+    """A run.json written when rl held the simulator's and the evaluation's settings (rl.backend,
+    rl.target_fraction, ...; config.HASH_MOVED) records the same run as the new layout: it resumes, while
+    a recorded value that differs is still another run."""
+    out = tmp_path / "sim"
+    assert run_cli(capsys, [*SIM, "--policy", "static:32", "--out", str(out)])[0] == 0
+    first = (out / "runs.csv").read_bytes()
+    record = json.loads((out / "run.json").read_text())
+    flat = record["identity"]["config"]
+    for new, old in (("sim.surrogate", "rl.surrogate"), ("sim.learning", "rl.learning"),
+                     ("evaluation.target_accuracy", "rl.target_accuracy"),
+                     ("evaluation.target_fraction", "rl.target_fraction"), ("evaluation.budget", "rl.eval_budget")):
+        flat[old] = flat.pop(new)
+    assert (flat.pop("rl.episodes"), flat.pop("sim.backend")) == ("sim", "math")
+    flat["rl.backend"] = "sim"
+    (out / "run.json").write_text(json.dumps(record))
+    assert run_cli(capsys, [*SIM, "--policy", "static:32", "--out", str(out)])[0] == 0
+    assert (out / "runs.csv").read_bytes() == first
+    assert "sim.backend" in json.loads((out / "run.json").read_text())["identity"]["config"]
+    flat["rl.target_fraction"] = 0.5
+    (out / "run.json").write_text(json.dumps(record))
+    rc, err = run_cli(capsys, [*SIM, "--policy", "static:32", "--out", str(out)])
+    one_error(rc, err, "evaluation.target_fraction: 0.5 there, 0.9 here")
+
+
 def test_launch_and_evaluate_refuse_a_folder_holding_a_simulation(tmp_path, capsys):
     out = tmp_path / "sim"
     assert run_cli(capsys, [*SIM, "--policy", "static:32", "--out", str(out)])[0] == 0

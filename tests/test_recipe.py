@@ -216,9 +216,9 @@ def test_ablation_judges_surrogate_trained_policies_with_the_model_math():
     from dynamix.experiments.ablation import eval_config, step_configs
 
     cfg = config.load(profile="ablation-large")
-    assert cfg.rl.backend == "surrogate" and cfg.rl.timesteps >= 10**6
-    assert all(c.rl.backend == "surrogate" for c in step_configs(cfg).values())  # trained on the surrogate
-    assert eval_config(cfg).rl.backend == "sim"  # evaluated on the real-math simulator
+    assert cfg.sim.backend == "surrogate" and cfg.rl.timesteps >= 10**6
+    assert all(c.sim.backend == "surrogate" for c in step_configs(cfg).values())  # trained on the surrogate
+    assert eval_config(cfg).sim.backend == "math"  # evaluated on the real-math simulator
 
 
 def test_ablation_table_reads_ratios_and_passes_off_the_per_run_results(tmp_path):

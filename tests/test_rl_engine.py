@@ -1,4 +1,4 @@
-"""The RL environment over the real engine (``rl.backend: engine``): torchrun workers, decisions
+"""The RL environment over the real engine (``rl.episodes: engine``): torchrun workers, decisions
 through the in-process gRPC arbitrator (dynamix.sim.engine_cluster).
 
 Each episode launches a real 2-worker engine run (8-10 s to start on 2 cores), so the default tier
@@ -31,7 +31,7 @@ def engine_rl_cfg(**rl) -> config.Config:
         "model": {"name": "mlp", "width": 0.0625},
         "data": {"augment": False},
         "batch": {"window": 4},
-        "rl": {"backend": "engine", "return_shape": "paper", "model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.2,
+        "rl": {"episodes": "engine", "return_shape": "paper", "model": "mlp", "width": 0.0625, "workers": 2, "episode_epochs": 0.2,
                "n_steps": 4, "batch_size": 8, "n_epochs": 1, "net_arch": [16], "warm_start": "none", **rl},
     })
 
@@ -78,6 +78,6 @@ def test_train_policy_on_the_engine_end_to_end(tmp_path):
     cfg = engine_rl_cfg(timesteps=32)
     path = train_policy(cfg, "engine-smoke", out_dir=tmp_path, progress=False)
     model, meta = load_policy(path)
-    assert meta["training"]["timesteps"] >= 32 and meta["training"]["rl"]["backend"] == "engine"
+    assert meta["training"]["timesteps"] >= 32 and meta["training"]["rl"]["episodes"] == "engine"
     rows = list(csv.DictReader(open(path.with_suffix(".run") / "progress.csv")))
     assert rows and all(np.isfinite(float(r["return"])) for r in rows)

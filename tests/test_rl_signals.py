@@ -206,8 +206,8 @@ def test_round_trip_schedule_state_frame_stack_and_global_action_on_the_simulato
 def test_round_trip_on_the_surrogate(tmp_path):
     base = config.load(profile="default", overrides={"rl": {"episode_epochs": 0.5}})
     path = progress.save(make_model(training_config(base)), tmp_path / "surrogate.json")
-    cfg = config.load(profile="default", overrides={"rl": {
-        "backend": "surrogate", "surrogate": str(path), "episode_epochs": 0.5, "state": "schedule", "frame_stack": 2,
+    cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)}, "rl": {
+        "episode_epochs": 0.5, "state": "schedule", "frame_stack": 2,
         "action": "global", "n_steps": 16, "batch_size": 16, "timesteps": 32, "warm_start_timesteps": 16,
         "warm_start_epochs": 2, "net_arch": [16]}})
     env = DynamixEnv(training_config(cfg), cost=COST)

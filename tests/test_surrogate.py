@@ -36,8 +36,8 @@ def cfg(tmp_path) -> config.Config:
     """The default profile on the surrogate, its fitted model in ``tmp_path``; short episodes."""
     base = config.load(profile="default", overrides={"rl": {"episode_epochs": 0.5}})
     path = progress.save(make_model(training_config(base)), tmp_path / "surrogate.json")
-    return config.load(profile="default", overrides={"rl": {"backend": "surrogate", "surrogate": str(path),
-                                                            "episode_epochs": 0.5}})
+    return config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)},
+                                                     "rl": {"episode_epochs": 0.5}})
 
 
 def spec(**kw) -> ClusterSpec:
@@ -46,9 +46,9 @@ def spec(**kw) -> ClusterSpec:
 
 
 def test_backend_is_a_config_choice():
-    assert config.load(overrides={"rl": {"backend": "surrogate"}}).rl.backend == "surrogate"
-    with pytest.raises(ConfigError, match="rl.backend = 'fast'.*'surrogate'"):
-        config.load(overrides={"rl": {"backend": "fast"}})
+    assert config.load(overrides={"sim": {"backend": "surrogate"}}).sim.backend == "surrogate"
+    with pytest.raises(ConfigError, match="sim.backend = 'fast'.*'surrogate'"):
+        config.load(overrides={"sim": {"backend": "fast"}})
 
 
 def test_env_passes_check_env(cfg):
@@ -110,7 +110,7 @@ def test_artifact_round_trips_and_a_corrupt_one_is_refused(cfg, tmp_path):
 def test_cli_refuses_a_corrupt_artifact_in_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    rc = cli.main(["validate-surrogate", "--set", f"rl.surrogate={bad}", "--out", str(tmp_path / "v")])
+    rc = cli.main(["validate-surrogate", "--set", f"sim.surrogate={bad}", "--out", str(tmp_path / "v")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "not a fitted surrogate" in err
 
@@ -164,7 +164,7 @@ def test_iteration_times_are_the_cost_models(cfg, arch):
     events = (Event(kind="slowdown", at_iteration=7, workers=(1,), factor=0.3, duration_iterations=6),
               Event(kind="bandwidth", at_time_s=0.5, workers=(2,), factor=0.1))
     s = spec(events=events, jitter=0.0, stragglers=Stragglers(0.0, 1.0), architecture=architecture)
-    run_cfg = config.load(profile="default", overrides={"rl": {"backend": "surrogate", "surrogate": cfg.rl.surrogate},
+    run_cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
                                                         "model": {"name": "mlp", "width": 0.25},
                                                         "train": {"max_iters": 60}})
     cluster = SurrogateCluster(s, run_cfg, progress.for_config(run_cfg), cost=COST)
@@ -194,7 +194,7 @@ def test_iteration_times_are_the_cost_models(cfg, arch):
 
 def test_jitter_and_stragglers_follow_the_specs_distribution(cfg):
     s = spec(jitter=0.1, stragglers=Stragglers(0.2, 0.4))
-    run_cfg = config.load(profile="default", overrides={"rl": {"backend": "surrogate", "surrogate": cfg.rl.surrogate},
+    run_cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
                                                         "model": {"name": "mlp", "width": 0.25}})
     cluster = SurrogateCluster(s, run_cfg, progress.for_config(run_cfg), cost=COST)
     speed, _ = cluster._speed_bandwidth(0, 4000)
@@ -206,7 +206,7 @@ def test_jitter_and_stragglers_follow_the_specs_distribution(cfg):
 
 
 def test_larger_batches_progress_less_per_sample_when_the_noise_scale_is_small(cfg):
-    run_cfg = config.load(profile="default", overrides={"rl": {"backend": "surrogate", "surrogate": cfg.rl.surrogate},
+    run_cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
                                                         "model": {"name": "mlp", "width": 0.25}})
     model = progress.for_config(run_cfg)
     small_noise = dataclasses.replace(model, noise_scale=50.0)
@@ -225,7 +225,7 @@ def test_larger_batches_progress_less_per_sample_when_the_noise_scale_is_small(c
 def test_fit_recovers_the_model_that_made_the_runs(cfg):
     """Static runs on the surrogate of a known model: the fit finds its kappa and test curve back."""
     run_cfg = config.load(profile="default", overrides={
-        "rl": {"backend": "surrogate", "surrogate": cfg.rl.surrogate}, "model": {"name": "mlp", "width": 0.25},
+        "sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate}, "model": {"name": "mlp", "width": 0.25},
         "train": {"epochs": 3, "eval_every": 10}})
     truth = progress.for_config(run_cfg)
     frames = []
@@ -285,7 +285,8 @@ def test_published_validation_is_its_table_and_meets_the_pooled_goals(profile):
 
 def _target_episode(cfg: config.Config, target: float) -> tuple[DynamixEnv, dict, list[float], dict]:
     """One episode of the target return on a fixed cluster, every worker keeping its batch."""
-    tcfg = config.with_overrides(cfg, {"rl": {"return_shape": "target", "target_accuracy": target, "episode_epochs": 4.0}})
+    tcfg = config.with_overrides(cfg, {"rl": {"return_shape": "target", "episode_epochs": 4.0},
+                                       "evaluation": {"target_accuracy": target}})
     env = DynamixEnv(training_config(tcfg), specs=[spec()], cost=COST)
     _, first = env.reset(seed=3)
     keep = np.full(env.n_workers, list(cfg.batch.actions).index(0))
@@ -316,7 +317,7 @@ def test_target_return_reads_its_target_off_the_static_sweep(cfg):
     finals = [simulate(clusters.homogeneous(env.n_workers), tcfg, make_policy(f"static:{b}"), tcfg.train.seed,
                        progress=False, cost=COST)["test_acc"].dropna().iloc[-1]
               for b in tcfg.experiments.baselines.batch_sizes]
-    assert env.target == pytest.approx(tcfg.rl.target_fraction * max(finals)) and 0 < env.target < 1
+    assert env.target == pytest.approx(tcfg.evaluation.target_fraction * max(finals)) and 0 < env.target < 1
 
 
 def test_workers_range_draws_one_count_per_episode_with_its_own_target(cfg):

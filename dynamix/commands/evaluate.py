@@ -34,10 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "dynamix:results/policies/NAME.zip (repeatable)")
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0..N-1 (default 3)")
     parser.add_argument("--target-accuracy", type=float, default=None,
-                        help="fixed target test accuracy (default: rl.target_accuracy, 0 = derived per cluster)")
+                        help="fixed target test accuracy (default: evaluation.target_accuracy, 0 = derived "
+                             "per cluster)")
     parser.add_argument("--budget", choices=BUDGETS, default=None,
                         help="every run gets the same virtual time (time) or the same epochs (epochs); "
-                        "default: rl.eval_budget")
+                        "default: evaluation.budget")
     parser.add_argument("--compare", default=None, metavar="POLICY",
                         help="also print POLICY's time-to-target ratios against the static median, lbbsp, gns")
     add_out_arguments(parser, "output folder for runs.csv and summary.csv")
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_target(value: float | None) -> float | None:
-    """``--target-accuracy``: a test accuracy in (0, 1] (unset: ``rl.target_accuracy``)."""
+    """``--target-accuracy``: a test accuracy in (0, 1] (unset: ``evaluation.target_accuracy``)."""
     if value is not None and not 0.0 < value <= 1.0:  # NaN fails both comparisons
         raise ConfigError(f"--target-accuracy = {value!r} is out of range: must be in (0, 1]")
     return value

@@ -5,7 +5,7 @@
     dynamix validate-surrogate --profile cpu --policy gns --per-worker 32 --per-worker 128 --out /tmp/v
     dynamix validate-surrogate --profile cpu-agent --policy lbbsp:batch=512 --real-cache results/profiles/cpu-agent/cache/runs --out /tmp/v
 
-Needs the fitted surrogate of the profile's workload (``dynamix fit-surrogate``, or ``rl.surrogate``).
+Needs the fitted surrogate of the profile's workload (``dynamix fit-surrogate``, or ``sim.surrogate``).
 Writes ``OUT/surrogate_validation.csv`` and ``.json`` (:mod:`dynamix.evaluation.validate_surrogate`) and prints
 the statistics as one JSON line. ``OUT`` holds one validation (:mod:`dynamix.rundir`): the same command
 again redoes it (its runs are cached), another one there, or files it did not write, need ``--force``.

@@ -1,6 +1,6 @@
 """How long an evaluated run trains: the same virtual time per cluster (``time``) or the same epochs.
 
-``time`` (``rl.eval_budget``, the default): every run on a cluster stops at the virtual time the
+``time`` (``evaluation.budget``, the default): every run on a cluster stops at the virtual time the
 reference run (every worker at ``batch.initial``, seed 0; :func:`reference_policy`) needs for the epoch
 budget on that cluster, its epochs only a safety cap (:func:`~dynamix.train.loop.epoch_cap`). ``epochs``:
 every run trains ``train.epochs``. :func:`dynamix.evaluation.runner.budgets` runs the reference runs.
@@ -16,7 +16,7 @@ from dynamix.evaluation.runs import run_totals
 from dynamix.train.loop import epoch_cap
 
 BUDGETS = ("time", "epochs")
-"""How long each run trains (module docstring); ``rl.eval_budget`` takes the same names."""
+"""How long each run trains (module docstring); ``evaluation.budget`` takes the same names."""
 
 
 def check_budget(budget: str) -> str:

@@ -3,7 +3,7 @@
 A run is keyed by a hash of the config sections a simulated run reads (:data:`SIM_SECTIONS`) and the
 cost model (and a surrogate run's fitted model), its run id and, for trained policies, the artifact's sha256: a retrained policy, a new
 calibration or a changed setting never reuses stale rows, while unrelated sections (``rl``,
-``experiments``, ...) do not matter. Files are written atomically, so several processes may share
+``evaluation``, ``experiments``, ...) do not matter. Files are written atomically, so several processes may share
 one cache. Each run is a gzip-compressed CSV (deterministic bytes: no time stamp in the header), about
 a sixth of the plain text, so a long profile's finished runs can be kept and carried to another
 sitting (``notebooks/README.md``).
@@ -45,13 +45,13 @@ def _keyed(name: str, fields: dict) -> dict:
 
 
 def sim_key(cfg: Config, cost: CostModel) -> str:
-    """Short hash of :data:`SIM_SECTIONS`, the compression and the cost model (and, under ``rl.backend:
+    """Short hash of :data:`SIM_SECTIONS`, the compression and the cost model (and, under ``sim.backend:
     surrogate``, the fitted surrogate's checksum): identifies a simulated run's settings."""
     parts = {k: _keyed(k, dataclasses.asdict(getattr(cfg, k))) for k in SIM_SECTIONS}
     parts["cost"] = _keyed("cost", dataclasses.asdict(cost))
     if cfg.engine.compression != "none":
         parts["compression"] = cfg.engine.compression
-    if cfg.rl.backend == "surrogate":
+    if cfg.sim.backend == "surrogate":
         parts["surrogate"] = progress.for_config(cfg).checksum()
     blob = json.dumps(parts, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

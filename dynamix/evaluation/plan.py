@@ -31,12 +31,12 @@ def optimizer(cfg: Config, name: str) -> dict:
 def sim_config(cfg: Config, **sections: Mapping[str, Any]) -> Config:
     """The config a simulated experiment run uses: ``cfg`` with the experiments' workload
     (``experiments.model``/``width`` when set), budget (``experiments.epochs`` when set), evaluation
-    cadence (``experiments.eval_every``, ``eval_samples``), the model math (``rl.backend: sim``: an
+    cadence (``experiments.eval_every``, ``eval_samples``), the model math (``sim.backend: math``: an
     agent trained on the surrogate is judged on the real-math simulator, never on the model it was
     trained on) and any further section overrides (e.g. an optimiser)."""
     e = cfg.experiments
     base: dict[str, Any] = {"train": {"eval_every": e.eval_every, "eval_samples": e.eval_samples},
-                            "rl": {"backend": "sim"}}
+                            "sim": {"backend": "math"}}
     if e.model:
         base["model"] = {"name": e.model, "width": e.width or cfg.model.width}
     if e.epochs:
@@ -57,11 +57,11 @@ def run_cache(out_dir: str | Path) -> Path:
 
 
 def budgeted(cfg: Config, groups: list[tuple[ClusterSpec, Config]], out_dir: str | Path) -> list[Config]:
-    """Each group's run config under ``rl.eval_budget`` (:func:`dynamix.evaluation.runner.budgets`):
+    """Each group's run config under ``evaluation.budget`` (:func:`dynamix.evaluation.runner.budgets`):
     unchanged for ``epochs``; for ``time``, capped at the virtual time the group's reference run needs
     for its epoch budget on that cluster. The reference runs go in parallel (``experiments.jobs``) and
     into :func:`run_cache`."""
-    return [run_cfg for run_cfg, _ in budgets(groups, cfg.rl.eval_budget, cfg.experiments.jobs,
+    return [run_cfg for run_cfg, _ in budgets(groups, cfg.evaluation.budget, cfg.experiments.jobs,
                                               cache=run_cache(out_dir))]
 
 

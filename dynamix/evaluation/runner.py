@@ -138,7 +138,7 @@ def _pooled(task: SimTask, cost: CostModel, cache: Path | None) -> pd.DataFrame:
 
 def _files(policy: PolicySpec, surrogate_path: Path | None) -> dict[str, bytes]:
     """What a run reads from the driver's disk, by name: a trained policy's pair (``dynamix:PATH``) and
-    the fitted surrogate (``rl.backend: surrogate``); shipped to Ray nodes, which may lack them."""
+    the fitted surrogate (``sim.backend: surrogate``); shipped to Ray nodes, which may lack them."""
     files = {p.name: p.read_bytes() for p in artifact_paths(policy.path)} if policy.path is not None else {}
     if surrogate_path is not None:
         files[SHIPPED_SURROGATE] = surrogate_path.read_bytes()
@@ -158,7 +158,8 @@ def simulate_shipped(task: SimTask, cost: CostModel, files: Mapping[str, bytes])
             shipped = PolicySpec.trained(folder / artifact_paths(task.policy.path)[0].name)
             task = dataclasses.replace(task, policy=shipped)
         if SHIPPED_SURROGATE in files:
-            task = dataclasses.replace(task, cfg=with_overrides(task.cfg, {"rl": {"surrogate": str(folder / SHIPPED_SURROGATE)}}))
+            shipped_surrogate = {"sim": {"surrogate": str(folder / SHIPPED_SURROGATE)}}
+            task = dataclasses.replace(task, cfg=with_overrides(task.cfg, shipped_surrogate))
     return _simulate(task, cost, _worker_policy(task.policy))
 
 
@@ -227,7 +228,7 @@ def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | 
     calls = []
     for i in todo:
         t = tasks[i]
-        key = (t.policy, surrogate.path_for(t.cfg) if t.cfg.rl.backend == "surrogate" else None)
+        key = (t.policy, surrogate.path_for(t.cfg) if t.cfg.sim.backend == "surrogate" else None)
         if key not in packed:
             packed[key] = _files(*key)
         calls.append((t, costs[i], packed[key]))
@@ -334,7 +335,7 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
              policies: Mapping[PolicySpec, BatchSizePolicy] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Simulate every (cluster, policy, seed); returns (runs_df, summary_df), written to ``out_dir``.
 
-    ``budget`` is ``time`` or ``epochs`` (default ``cfg.rl.eval_budget``; :mod:`dynamix.evaluation`);
+    ``budget`` is ``time`` or ``epochs`` (default ``cfg.evaluation.budget``; :mod:`dynamix.evaluation`);
     the target is ``target_accuracy`` when given, else from ``cfg.rl`` (:func:`set_targets`).
     Finished runs are cached under ``cache_dir`` (default ``out_dir/cache``), so an interrupted or
     extended evaluation (another policy, more seeds) only simulates what is new, and several
@@ -342,7 +343,7 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
     runs that many processes (:func:`run_tasks`); ``policies``: those of ``policy_specs`` the caller has
     made already (:func:`made_policies`).
     """
-    budget = check_budget(budget or cfg.rl.eval_budget)
+    budget = check_budget(budget or cfg.evaluation.budget)
     specs = [s if isinstance(s, ClusterSpec) else clusters.load(s) for s in cluster_specs]
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not specs or not policy_specs or not seed_list:
@@ -368,8 +369,8 @@ def evaluate(cluster_specs: Sequence[ClusterSpec | str | Path], policy_specs: Se
                      "clamped": bool(frame["clamped"].iloc[0])})
     runs = pd.concat(frames, ignore_index=True)[["cluster", *RUNS_COLUMNS]]
     summary = pd.DataFrame(rows)
-    fixed = cfg.rl.target_accuracy if target_accuracy is None else target_accuracy
-    summary = set_targets(summary, runs, cfg.rl.target_fraction, fixed)[SUMMARY_COLUMNS]
+    fixed = cfg.evaluation.target_accuracy if target_accuracy is None else target_accuracy
+    summary = set_targets(summary, runs, cfg.evaluation.target_fraction, fixed)[SUMMARY_COLUMNS]
     if out_dir is not None:
         out = Path(out_dir)
         io.write_csv(runs, out / "runs.csv")

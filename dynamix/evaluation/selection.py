@@ -49,7 +49,7 @@ def run_and_score(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Mapp
     mine = [SimTask(spec, run_cfg, policy, seed, label=label)
             for spec, run_cfg in groups for label, policy in candidates.items() for seed in seeds]
     runs = run_simulations(sweep + mine, jobs, desc="selection", cache=cache, progress=progress)
-    fraction, fixed = groups[0][1].rl.target_fraction, groups[0][1].rl.target_accuracy
+    fraction, fixed = groups[0][1].evaluation.target_fraction, groups[0][1].evaluation.target_accuracy
     table = set_targets(run_summary(runs, ["cluster", "policy"]), runs, fraction, fixed)
     table["candidate"] = table["policy"].isin(list(candidates))
     table["time_to_target_censored_s"] = censored_time(table)

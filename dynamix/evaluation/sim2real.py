@@ -13,7 +13,7 @@ seed, twice:
   own workers (:func:`dynamix.evaluation.validate_sim.engine_calibration`, at b/2 and 2b around ``batch.initial``)
   and the host's noise added to the spec's jitter, as ``dynamix validate-sim`` does.
 
-Per backend the target is ``rl.target_fraction`` x the best policy's mean final accuracy
+Per backend the target is ``evaluation.target_fraction`` x the best policy's mean final accuracy
 (:func:`dynamix.evaluation.targets.set_targets`) and each run's time to target is interpolated
 between tests, censored at the backend's longest run when never reached
 (:func:`~dynamix.evaluation.targets.censored_time`). The ratios are per seed:
@@ -123,7 +123,7 @@ def run(cfg: Config, out_dir: str | Path, policies: dict[str, str], progress: bo
                                    run_id=f"{backend}__{io.slug(label)}__s{seed}"))
     runs = pd.concat(frames, ignore_index=True)
     per_run = run_summary(runs, ["backend", "cluster", "policy"])
-    per_run = set_targets(per_run, runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)
+    per_run = set_targets(per_run, runs, cfg.evaluation.target_fraction, cfg.evaluation.target_accuracy)
     table = ratios(per_run, "dynamix", cfg.experiments.ci)
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")

@@ -5,7 +5,7 @@
 experiments' workload, each run :data:`FIT_EPOCHS` times their epoch budget, a test every window, the
 runs kept in a run cache), fits a :class:`~dynamix.sim.progress.ProgressModel` to their windows
 (:mod:`dynamix.sim.progress_fit`) and writes it as a JSON artifact with its provenance: the workload,
-profile, config hash, the runs used, the fit's residuals and the git sha. With ``rl.learning:
+profile, config hash, the runs used, the fit's residuals and the git sha. With ``sim.learning:
 measured`` it also runs the sweep, with the batches of :data:`dynamix.sim.measured.BETWEEN` added, at
 the experiments' own epochs, schedule and seeds (the baselines stage's runs come from the profile's run
 cache when they are there) and gives the model their mean test accuracy (:mod:`dynamix.sim.measured`).
@@ -71,7 +71,7 @@ def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress
         .to_dict("records"),
     }
     model = dataclasses.replace(model, provenance=provenance)
-    if cfg.rl.learning == "measured":
+    if cfg.sim.learning == "measured":
         table_cfg = sim_config(cfg)
         table_policies = [f"static:{b}" for b in measured.sweep(base.batch_sizes)]
         table_runs, _ = evaluate([spec], table_policies, table_cfg, cfg.experiments.seeds, out_dir=None, progress=progress_bar,
@@ -85,11 +85,11 @@ def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress
 
 
 def on_fitted(cfg: Config, root: str | Path) -> Config:
-    """``cfg`` training on the fitted surrogate of the workload its policy trains on when ``rl.backend``
-    is ``surrogate`` and ``rl.surrogate`` names none: fitted (:func:`fit`,
-    the static sweep with the model math) into ``root/surrogate/``, or reused when a valid fit of that
-    workload is there; ``cfg`` unchanged otherwise."""
-    if cfg.rl.backend != "surrogate" or cfg.rl.surrogate:
+    """``cfg`` training on the fitted surrogate of the workload its policy trains on when ``sim.backend``
+    is ``surrogate`` and ``sim.surrogate`` names none: fitted (:func:`fit`, the static sweep with the
+    model math) into ``root/surrogate/``, or reused when a valid fit of that workload is there; ``cfg``
+    unchanged otherwise."""
+    if cfg.sim.backend != "surrogate" or cfg.sim.surrogate:
         return cfg
     from dynamix.rl.env import training_config
 
@@ -99,9 +99,10 @@ def on_fitted(cfg: Config, root: str | Path) -> Config:
     path = progress.default_path(fit_config(fit_cfg), Path(root) / "surrogate")
     try:
         fitted = progress.load(path, fit_config(fit_cfg))
-        if fitted.measured != (cfg.rl.learning == "measured"):
-            raise progress.SurrogateArtifactError(f"{path}: not fitted with rl.learning = {cfg.rl.learning}")
+        if fitted.measured != (cfg.sim.learning == "measured"):
+            raise progress.SurrogateArtifactError(f"{path}: not fitted with sim.learning = "
+                                                  f"{cfg.sim.learning}")
     except progress.SurrogateArtifactError:
         path = fit(fit_cfg, path.parent)
     log.info("policy training on the surrogate %s", path)
-    return with_overrides(cfg, {"rl": {"surrogate": paths.relative(path)}})
+    return with_overrides(cfg, {"sim": {"surrogate": paths.relative(path)}})

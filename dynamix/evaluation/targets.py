@@ -1,8 +1,8 @@
 """Target accuracy and time to target (the project's one definition), and censoring of unreached runs.
 
 The target is set per cluster (and per group, e.g. optimiser) from the runs themselves:
-``rl.target_fraction`` x the best policy's mean final accuracy over seeds, unless ``rl.target_accuracy``
-fixes it (:mod:`dynamix.evaluation`).
+``evaluation.target_fraction`` x the best policy's mean final accuracy over seeds, unless
+``evaluation.target_accuracy`` fixes it (:mod:`dynamix.evaluation`).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: lis
         for col, val in zip(by, key):
             mask &= runs[col] == val
         parts.append(set_targets(rows.assign(time_to_target_s=float("nan"), target_accuracy=float("nan")),
-                                 runs[mask], cfg.rl.target_fraction,
-                                 cfg.rl.target_accuracy if fixed is None else fixed))  # fmt: skip
+                                 runs[mask], cfg.evaluation.target_fraction,
+                                 cfg.evaluation.target_accuracy if fixed is None else fixed))  # fmt: skip
     return pd.concat(parts).sort_index()
 
 

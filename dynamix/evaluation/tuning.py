@@ -61,7 +61,7 @@ def sweep(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Sequence[int
     tasks = [SimTask(spec, run_cfg, lbbsp_spec(m, spec.n_workers, key), seed, ((key, int(m)),))
              for spec, run_cfg in groups for m in candidates for seed in seeds]
     runs = run_simulations(tasks, jobs, desc=f"LB-BSP sweep ({key})", cache=cache, progress=progress)
-    fraction, fixed = groups[0][1].rl.target_fraction, groups[0][1].rl.target_accuracy
+    fraction, fixed = groups[0][1].evaluation.target_fraction, groups[0][1].evaluation.target_accuracy
     table = set_targets(run_summary(runs, ["cluster", "policy", key]), runs, fraction, fixed)
     table["n_workers"] = table["cluster"].map({spec.name: spec.n_workers for spec, _ in groups})
     table["time_to_target_censored_s"] = censored_time(table)

@@ -101,7 +101,7 @@ def validate(cfg: Config, out_dir: str | Path, policies: Sequence[str] = VALIDAT
     if not policies and not per_worker:
         raise ValueError("validate needs at least one policy or per-worker batch")
     run_cfg = sim_config(cfg)
-    sur_cfg = with_overrides(run_cfg, {"rl": {"backend": "surrogate"}})
+    sur_cfg = with_overrides(run_cfg, {"sim": {"backend": "surrogate"}})
     progress.for_config(sur_cfg)  # a missing or mismatched artifact stops here, before the real runs
     summaries = {}
     caches = {"surrogate": run_cache(out / "surrogate"),

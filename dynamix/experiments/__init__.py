@@ -13,7 +13,7 @@ Modules, one per stage notebook (``notebooks/NN_<stage>.ipynb``), in the pipelin
 - ``prepare``          data counts and the committed calibrations every later stage relies on;
 - ``baselines``        the static batch-size sweep on one simulated cluster;
 - ``policy_training``  train the agent on randomised clusters over training seeds (on the fitted
-                       surrogate when ``rl.backend`` is ``surrogate``: fitted first when needed,
+                       surrogate when ``sim.backend`` is ``surrogate``: fitted first when needed,
                        :mod:`dynamix.evaluation.surrogate_fit`); the reward curve;
 - ``inference``        the agent against every baseline on the held-out clusters, one engine run;
 - ``scalability``      the policies as the cluster grows (to 32 workers);

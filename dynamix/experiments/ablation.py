@@ -31,7 +31,7 @@ the pipeline's policy) and runs policy k with run seed k on the held-out cluster
 4 5 6``), beside ``experiments.ablation.baselines`` (run seeds 0..seeds-1). Runs follow the agent's
 evaluation protocol (docs/journal/rl.md, ``rl-eval``): the experiments' workload and epochs, the whole test
 split once per window, one thread, every run on a cluster given the static ``batch.initial`` run's
-time (``rl.eval_budget``), target = 0.9 x the best policy's mean final accuracy on that cluster.
+time (``evaluation.budget``), target = 0.9 x the best policy's mean final accuracy on that cluster.
 
 Resumable run by run: policies and their checkpoints live in ``out_dir/work/policies``, finished
 evaluation runs in ``out_dir/work/cache`` (keyed by config, cost model and policy sha256); a rerun
@@ -206,8 +206,9 @@ def compute(cfg: Config, out: Path, progress: bool = True) -> pd.DataFrame:
     bar.close()
     runs = pd.concat(frames, ignore_index=True)
     summary = pd.concat(summaries, ignore_index=True)
-    targeted = [set_targets(summary[summary["split"] == sp], runs[runs["split"] == sp], ecfg.rl.target_fraction,
-                            ecfg.rl.target_accuracy) for sp in SPLITS if (summary["split"] == sp).any()]
+    targeted = [set_targets(summary[summary["split"] == sp], runs[runs["split"] == sp],
+                            ecfg.evaluation.target_fraction, ecfg.evaluation.target_accuracy)
+                for sp in SPLITS if (summary["split"] == sp).any()]
     io.write_csv(runs, work / "runs.csv")
     return pd.concat(targeted, ignore_index=True)
 

@@ -51,7 +51,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     runs = run_simulations(tasks, cfg.experiments.jobs, desc="static sweep", cache=plan.run_cache(out))
     per_run = run_summary(runs, ["cluster", "policy", "batch_size"])
     per_run["late_gain_pts"] = [late_gain_pts(runs[runs["run_id"] == rid]) for rid in per_run["run_id"]]
-    per_run = set_targets(per_run, runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)
+    per_run = set_targets(per_run, runs, cfg.evaluation.target_fraction, cfg.evaluation.target_accuracy)
     per_run["time_to_target_censored_s"] = censored_time(per_run)
     agg = stats.aggregate(per_run, ["policy", "batch_size"], ["final_accuracy", "total_time_s", "throughput_samples_per_s",
                                                              "time_to_target_censored_s", "late_gain_pts"], cfg.experiments.ci)

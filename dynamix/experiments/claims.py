@@ -359,7 +359,7 @@ PER_POLICY_COLUMNS = ["cluster", "optimizer", "policy", "level", "target_accurac
                       "over_oracle", "over_oracle_lo", "over_oracle_hi", "agent_over", "agent_over_lo",
                       "agent_over_hi", "headroom_share", "headroom_share_lo", "headroom_share_hi"]
 """``per_policy.csv``: per cell, policy and target level (a fraction of the best policy's mean final
-accuracy, ``experiments.target_levels`` and ``rl.target_fraction``), runs missed ("missed/runs"), mean final accuracy, mean
+accuracy, ``experiments.target_levels`` and ``evaluation.target_fraction``), runs missed ("missed/runs"), mean final accuracy, mean
 censored time to target (virtual s), its time over the oracle's and the agent's over its (geometric
 mean of per-seed ratios and t interval), and its share of the headroom (mean of per-seed shares and t
 interval; NaN without oracle runs)."""
@@ -369,7 +369,8 @@ def per_policy(inference: pd.DataFrame, cfg: Config, levels: pd.DataFrame | None
     """Every policy of every held-out cell beside the oracle bound (:data:`PER_POLICY_COLUMNS`), at the
     primary target (``inference``'s) or at every level of ``levels`` (the inference stage's
     ``levels.csv``, :func:`~dynamix.evaluation.targets.at_levels`), fastest first within a level."""
-    frames = [(cfg.rl.target_fraction, inference)] if levels is None else list(levels.groupby("level", sort=True))
+    frames = ([(cfg.evaluation.target_fraction, inference)] if levels is None
+              else list(levels.groupby("level", sort=True)))
     parts = [_per_policy_at(frame, cfg).assign(level=float(level)) for level, frame in frames]
     return pd.concat(parts, ignore_index=True)[PER_POLICY_COLUMNS]
 
@@ -503,7 +504,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     io.write_text(out / "held_out.md", held_out_markdown(inference, cells, _optional(root / "inference" / "clusters.csv")))
     policies = per_policy(inference, cfg, _optional(root / "inference" / "levels.csv"))
     io.write_csv(policies, out / "per_policy.csv")
-    io.write_text(out / "per_policy.md", per_policy_markdown(policies, cfg.rl.target_fraction))
+    io.write_text(out / "per_policy.md", per_policy_markdown(policies, cfg.evaluation.target_fraction))
     io.write_csv(pd.DataFrame(comparisons), out / "comparisons.csv")
     io.write_text(out / "claims.md", to_markdown(table, cfg))
     records = table.to_dict(orient="records")
@@ -574,7 +575,7 @@ def republish(folder: str | Path, cfg: Config) -> None:
     io.write_text(folder / "held_out.md", held_out_markdown(inference, cells, _optional(folder / "clusters.csv")))
     policies = per_policy(inference, cfg, _optional(folder / PUBLISHED_INPUTS["levels"]))
     io.write_csv(policies, folder / "per_policy.csv")
-    io.write_text(folder / "per_policy.md", per_policy_markdown(policies, cfg.rl.target_fraction))
+    io.write_text(folder / "per_policy.md", per_policy_markdown(policies, cfg.evaluation.target_fraction))
 
 
 def held_out_markdown(inference: pd.DataFrame, cells: pd.DataFrame, clusters: pd.DataFrame | None = None) -> str:

@@ -14,9 +14,9 @@ the embedding model ``ncf`` on the interaction data, whose gradients are sparse)
 real model math, and with ``lhc`` the real LHC reduction of every iteration's worker gradients, whose
 bytes and this machine's measured codec time (encode + decode, the vectorised PyTorch codec on the
 CPU) set the iteration's communication time (:mod:`dynamix.sim.cluster`). Budgets follow
-``rl.eval_budget`` per cluster and compression (``time``: what the static ``batch.initial`` run
+``evaluation.budget`` per cluster and compression (``time``: what the static ``batch.initial`` run
 needs for ``epochs`` epochs with that compression). Every run of a cluster, with and without
-compression, is read against one target: ``rl.target_fraction`` x the best (compression, policy)'s
+compression, is read against one target: ``evaluation.target_fraction`` x the best (compression, policy)'s
 mean final accuracy (:func:`dynamix.evaluation.targets.target_accuracy`); the compression is
 lossless, so a static policy follows the same accuracy per iteration either way and only its clock
 differs.
@@ -165,11 +165,13 @@ def comm_totals(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_shared_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config) -> pd.DataFrame:
-    """``per_run`` with one target per cluster for both compressions: ``rl.target_fraction`` x the best
-    (compression, policy)'s mean final accuracy (or ``rl.target_accuracy``), and each run's time to it."""
+    """``per_run`` with one target per cluster for both compressions: ``evaluation.target_fraction`` x
+    the best (compression, policy)'s mean final accuracy (or ``evaluation.target_accuracy``), and each
+    run's time to it."""
     parts = []
     for name, rows in per_run.groupby("cluster", sort=False):
-        target = target_accuracy(rows, cfg.rl.target_fraction, cfg.rl.target_accuracy, ["compression", "policy"])
+        target = target_accuracy(rows, cfg.evaluation.target_fraction, cfg.evaluation.target_accuracy,
+                                 ["compression", "policy"])
         parts.append(with_targets(rows, runs[runs["cluster"] == name], cfg, ["compression"], fixed=target))
     return pd.concat(parts).sort_index()
 

@@ -168,7 +168,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     grids = pd.concat(grids, ignore_index=True) if grids else pd.DataFrame()
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
-    io.write_csv(at_levels(per_run, runs, cfg.experiments.target_levels, cfg.rl.target_fraction), out / "levels.csv")
+    io.write_csv(at_levels(per_run, runs, cfg.experiments.target_levels, cfg.evaluation.target_fraction),
+                 out / "levels.csv")
     io.write_csv(cluster_table(per_run, specs), out / "clusters.csv")
     io.write_csv(grids, out / "oracle.csv")
     for name, (file, _) in OUTPUTS.items():

@@ -3,7 +3,7 @@
 The worker mix of ``experiments.scalability.cluster`` is repeated to each size in ``workers``
 (:func:`scaled`), so a 32-worker cluster has the same proportions of fast and slow workers as the
 4-worker one. Every policy in ``policies`` trains the experiments' workload under the same budget at
-each size (``rl.eval_budget``: the static ``batch.initial`` run's time for ``experiments.epochs`` on that
+each size (``evaluation.budget``: the static ``batch.initial`` run's time for ``experiments.epochs`` on that
 size, or those epochs; a larger cluster takes fewer, larger iterations). With
 ``experiments.scalability.iterations`` set, the budget is that run's time for that many iterations
 instead, so every size trains long enough for a time to target to mean something (an epoch budget

@@ -10,7 +10,7 @@ VGG11-Adam; the default profile uses CPU-sized stand-ins) is evaluated on the ta
   judged against;
 - ``static:<static_batch>``: the static baseline.
 
-All three run under the same budget (``rl.eval_budget``, :func:`~dynamix.evaluation.plan.budgeted`).
+All three run under the same budget (``evaluation.budget``, :func:`~dynamix.evaluation.plan.budgeted`).
 
 A workload's policy is trained with the ``rl`` settings and the workload's model and optimiser
 (:func:`workload_config`); policies are cached in ``out_dir/policies/<workload>.zip`` (resumable), and

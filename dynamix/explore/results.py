@@ -24,7 +24,7 @@ import pandas as pd
 from dynamix import cluster as clusters
 from dynamix import paths
 from dynamix.cluster import ClusterSpec
-from dynamix.config import ConfigError
+from dynamix.config import ConfigError, upgrade
 from dynamix.errors import InputFileError
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import set_targets
@@ -36,7 +36,7 @@ EXPECTED = paths.ROOT / "docs" / "expected"
 """Figures of one default-profile pipeline run, committed for comparison."""
 
 DEFAULT_TARGET_FRACTION = 0.9
-"""``rl.target_fraction`` when a folder has no manifest to read it from."""
+"""``evaluation.target_fraction`` when a folder has no manifest to read it from."""
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,9 @@ def _folder(source: str) -> Path | None:
 
 def _target_fraction(folder: Path) -> float:
     manifest = folder / "manifest.json"
-    if manifest.exists():
-        rl = json.loads(manifest.read_text()).get("config", {}).get("rl", {})
-        return float(rl.get("target_fraction", DEFAULT_TARGET_FRACTION))
+    if manifest.exists():  # a manifest written before the setting moved holds it in rl (config.upgrade)
+        stored = upgrade(json.loads(manifest.read_text()).get("config", {}))
+        return float(stored.get("evaluation", {}).get("target_fraction", DEFAULT_TARGET_FRACTION))
     return DEFAULT_TARGET_FRACTION
 
 

@@ -11,7 +11,7 @@ static ``batch.initial`` run needs for the epoch budget on this cluster), the sa
 (``out_dir/cache``: rerunning a setting reads it back, adding a policy simulates only that policy) and
 the same target and time to target (:func:`dynamix.evaluation.targets.set_targets`) as ``dynamix
 evaluate`` and every experiment. One call per run is what lets the views update as runs finish; the
-target, ``rl.target_fraction`` x the best mean final accuracy, is over the runs finished so far, so
+target, ``evaluation.target_fraction`` x the best mean final accuracy, is over the runs finished so far, so
 it is provisional until the last run ends.
 """
 
@@ -77,7 +77,7 @@ def workload_config(profile: str = "smoke", workload: str = "", epochs: float = 
                     budget: str = "", params: str | Path | None = None) -> Config:
     """The simulated run config: ``profile`` of ``params.yaml``, its experiments' workload (or
     ``workload``, :func:`~dynamix.evaluation.plan.parse_workload`, Adam at ``experiments.inference.adam_lr``), ``epochs`` per
-    run (0: the profile's ``experiments.epochs``), ``budget`` ``time`` | ``epochs`` ("" : ``rl.eval_budget``)."""
+    run (0: the profile's ``experiments.epochs``), ``budget`` ``time`` | ``epochs`` ("" : ``evaluation.budget``)."""
     if not epochs >= 0:
         raise ConfigError(f"epochs = {epochs} is out of range: must be >= 0 (0: the profile's experiments.epochs)")
     cfg = config.load(params, profile)
@@ -90,7 +90,7 @@ def workload_config(profile: str = "smoke", workload: str = "", epochs: float = 
     if epochs > 0:
         overrides["train"] = {"epochs": float(epochs), "max_iters": 0}
     if budget:
-        overrides["rl"] = {"eval_budget": budget}
+        overrides["evaluation"] = {"budget": budget}
     return with_overrides(cfg, overrides) if overrides else cfg
 
 
@@ -176,7 +176,8 @@ def run(spec: ClusterSpec, policies: Sequence[str], cfg: Config, seeds: int = 1,
 def _runset(runs: list[pd.DataFrame], rows: list[pd.DataFrame], cfg: Config, like: RunSet) -> RunSet:
     """The runs so far, the target and every time to target recomputed over all of them."""
     all_runs = pd.concat(runs, ignore_index=True)
-    summary = set_targets(pd.concat(rows, ignore_index=True), all_runs, cfg.rl.target_fraction, cfg.rl.target_accuracy)
+    summary = set_targets(pd.concat(rows, ignore_index=True), all_runs, cfg.evaluation.target_fraction,
+                          cfg.evaluation.target_accuracy)
     return RunSet(all_runs, summary, like.source, like.spec, like.group)
 
 

@@ -13,9 +13,10 @@ Two views of the same episode, both driven by :class:`DynamixEnv`:
   reward (parameter sharing, paper Sec. III); with ``global`` the one slot gets the workers' mean
   reward. This is what PPO trains on.
 
-``rl.backend`` picks what runs the episode: the real-math simulator (``sim``), real workers
-(``engine``) or the fitted surrogate (``surrogate``, :mod:`dynamix.sim.surrogate`: the simulator's
-clock with a fitted model of learning; same observation, action and reward).
+``rl.episodes`` picks what runs the episode: the simulator (``sim``) or real workers (``engine``); on
+the simulator, ``sim.backend`` picks the real model math (``math``) or the fitted surrogate
+(``surrogate``, :mod:`dynamix.sim.surrogate`: the simulator's clock with a fitted model of learning;
+same observation, action and reward).
 
 Episode flow, identical to how :func:`dynamix.sim.run.simulate` drives a ``BatchSizePolicy``:
 ``reset`` draws a cluster (domain randomisation, :mod:`dynamix.rl.domain`, unless fixed specs are
@@ -31,10 +32,10 @@ static-``b0`` run's time on this very cluster, so the budget fits each randomise
 window's reward is then weighted by ``dt / dt_ref``. The epoch budget stays as a safety cap at
 ``episode_epochs * batch.max / batch.initial`` epochs (more samples fit in the time with larger batches).
 ``target``: after ``rl.episode_epochs`` epochs or at the first window whose test accuracy reaches the
-target (tested every window), ``rl.target_accuracy`` or else ``rl.target_fraction`` x the best final
-test accuracy of the static sweep (``experiments.baselines.batch_sizes``) on a homogeneous cluster of
-the episode's workers in the same backend (:func:`reference_target`, once per worker count: the
-learning curve does not depend on the cluster's speeds, only its clock does).
+target (tested every window), ``evaluation.target_accuracy`` or else ``evaluation.target_fraction``
+x the best final test accuracy of the static sweep (``experiments.baselines.batch_sizes``) on a
+homogeneous cluster of the episode's workers in the same backend (:func:`reference_target`, once per
+worker count: the learning curve does not depend on the cluster's speeds, only its clock does).
 """
 
 from __future__ import annotations
@@ -83,12 +84,12 @@ def training_config(cfg: Config) -> Config:
 
 def reference_target(cfg: Config, n_workers: int, n_train: int, data: Cifar10 | None = None,
                      cost: CostModel | None = None) -> float:
-    """``rl.return_shape: target``'s accuracy (module docstring): ``rl.target_accuracy`` when set, else
-    ``rl.target_fraction`` x the best final test accuracy of the static sweep under ``cfg`` (an
-    episode's config) on ``n_workers`` homogeneous workers, seed ``train.seed``; sizes whose global
-    batch exceeds the ``n_train`` training samples are left out (as a run would refuse them)."""
-    if cfg.rl.target_accuracy > 0:
-        return cfg.rl.target_accuracy
+    """``rl.return_shape: target``'s accuracy (module docstring): ``evaluation.target_accuracy`` when
+    set, else ``evaluation.target_fraction`` x the best final test accuracy of the static sweep under
+    ``cfg`` (an episode's config) on ``n_workers`` homogeneous workers, seed ``train.seed``; sizes whose
+    global batch exceeds the ``n_train`` training samples are left out (as a run would refuse them)."""
+    if cfg.evaluation.target_accuracy > 0:
+        return cfg.evaluation.target_accuracy
     spec = homogeneous(n_workers)
     sizes = [b for b in cfg.experiments.baselines.batch_sizes if b * n_workers <= n_train]
     if not sizes:
@@ -99,9 +100,9 @@ def reference_target(cfg: Config, n_workers: int, n_train: int, data: Cifar10 | 
     for b in sizes:
         rows = simulate(spec, cfg, make_policy(f"static:{b}"), cfg.train.seed, progress=False, data=data, cost=cost)
         finals[b] = float(rows["test_acc"].dropna().iloc[-1])
-    target = cfg.rl.target_fraction * max(finals.values())
+    target = cfg.evaluation.target_fraction * max(finals.values())
     log.info("target return: target accuracy %.4f = %.2f x the best static's (final accuracy by batch %s)",
-             target, cfg.rl.target_fraction, {b: round(a, 4) for b, a in finals.items()})
+             target, cfg.evaluation.target_fraction, {b: round(a, 4) for b, a in finals.items()})
     return target
 
 
@@ -132,7 +133,8 @@ class DynamixEnv(gym.Env):
         if self.specs and any(s.n_workers != self.n_workers for s in self.specs):
             raise ValueError(f"specs have {sorted({s.n_workers for s in self.specs})} workers: one fixed N is needed")
         # the surrogate needs no data (its fitted model counts the training samples) and one cost model
-        self.surrogate = progress.for_config(cfg) if cfg.rl.backend == "surrogate" else None
+        on_surrogate = (cfg.rl.episodes, cfg.sim.backend) == ("sim", "surrogate")
+        self.surrogate = progress.for_config(cfg) if on_surrogate else None
         if self.surrogate is not None:
             self.cost = calibrated_cost(cfg) if cost is None else cost
         self.data = data if data is not None or self.surrogate is not None else load_cifar10(cfg.data)
@@ -190,9 +192,9 @@ class DynamixEnv(gym.Env):
             iters_per_epoch = self.n_train / (self.n_workers * self.batch_sizes[0])
             self.budget_s = self.cfg.rl.episode_epochs * iters_per_epoch * self.ref_window_s / self.cluster.iteration
         if self.reached:
-            raise ValueError(f"rl.target_accuracy: the target {self.target:.4f} is reached in the first window "
-                             f"(test accuracy {info['test_acc']:.4f}): set it higher, or leave it 0 for "
-                             f"rl.target_fraction x the best static's")
+            raise ValueError(f"evaluation.target_accuracy: the target {self.target:.4f} is reached in the "
+                             f"first window (test accuracy {info['test_acc']:.4f}): set it higher, or leave it "
+                             f"0 for evaluation.target_fraction x the best static's")
         if self.done:
             raise ValueError(
                 f"rl.episode_epochs = {self.cfg.rl.episode_epochs} is too short: the first window "
@@ -202,9 +204,9 @@ class DynamixEnv(gym.Env):
         return obs, info
 
     def _new_cluster(self, spec: ClusterSpec, run_seed: int):
-        """The episode's training run: simulated (``rl.backend: sim``), real (``engine``) or the fitted
-        surrogate (``surrogate``)."""
-        if self.cfg.rl.backend == "engine":
+        """The episode's training run: simulated (``rl.episodes: sim``; the model math or the fitted
+        surrogate, ``sim.backend``) or real (``engine``)."""
+        if self.cfg.rl.episodes == "engine":
             from dynamix.sim.engine_cluster import EngineCluster  # lazy: grpc and torchrun only when used
 
             return EngineCluster(spec, self.cfg, run_seed)

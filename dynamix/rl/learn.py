@@ -87,14 +87,14 @@ def _stale(ckpt_json: Path, expect: dict[str, Any]) -> str | None:
 def _cost_fingerprint(ep_cfg: Config, cost: CostModel | None) -> dict[str, float] | None:
     """The simulator cost model training episodes run on, and on the surrogate its fitted model's
     checksum (None on the engine backend: real time)."""
-    if ep_cfg.rl.backend == "engine":
+    if ep_cfg.rl.episodes == "engine":
         return None
     if cost is None:
         from dynamix.sim.cluster import calibrated_cost
 
         cost = calibrated_cost(ep_cfg)
     fingerprint = dataclasses.asdict(cost)
-    if ep_cfg.rl.backend == "surrogate":
+    if ep_cfg.sim.backend == "surrogate":
         from dynamix.sim import progress
 
         fingerprint["surrogate_sha256"] = progress.for_config(ep_cfg).checksum()
@@ -292,7 +292,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         try:
             model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
         finally:
-            venv.close()  # rl.backend engine: stop the episode's run and its arbitrator
+            venv.close()  # rl.episodes engine: stop the episode's run and its arbitrator
         save_checkpoint(cb.episode)
     elif _saved(zip_path, cfg, init, model.num_timesteps):
         venv.close()
@@ -302,7 +302,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         "timesteps": int(model.num_timesteps), "init": init, "seed": seed,
         "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
         "episode_epochs": cfg.rl.episode_epochs, "workers": list(cfg.rl.workers_range) or env.n_workers, "episodes": env.episode,
-        "rl": dataclasses.asdict(cfg.rl),
+        "rl": dataclasses.asdict(cfg.rl), "sim": dataclasses.asdict(cfg.sim),
         "warm_start": after_ppo(json.loads(ws_json.read_text()), model, ws_data) if ws_json.exists() else None,
     }
     out = save_policy(model, zip_path, cfg, training)

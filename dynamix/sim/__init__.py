@@ -8,8 +8,9 @@ the engine back-end only, the engine and the arbitrator); ``dynamix simulate``, 
 
 Three episode back-ends offer one interface (``run_window``, ``done``, ``elapsed_s``, ``iteration``):
 :class:`~dynamix.sim.cluster.VirtualCluster` (real math), :class:`~dynamix.sim.surrogate.SurrogateCluster`
-(fitted learning) and :class:`~dynamix.sim.engine_cluster.EngineCluster` (the real engine);
-``rl.backend`` picks one for the agent's episodes.
+(fitted learning) and :class:`~dynamix.sim.engine_cluster.EngineCluster` (the real engine).
+``sim.backend`` picks the model math or the surrogate for every simulated run, ``rl.episodes`` the
+simulator or the engine for the agent's episodes.
 
 Modules, in data-flow order (a calibration, a spec and a policy in, a run's ``runs.csv`` rows out):
 
@@ -23,13 +24,14 @@ Modules, in data-flow order (a calibration, a spec and a policy in, a run's ``ru
 - ``progress_fit``    fits that model to real-math simulator runs (their ``runs.csv`` rows; the static
                       sweep that gives them and the artifact's provenance:
                       :mod:`dynamix.evaluation.surrogate_fit`);
-- ``measured``        the table behind ``rl.learning: measured``: mean test-accuracy curves of a static
+- ``measured``        the table behind ``sim.learning: measured``: mean test-accuracy curves of a static
                       sweep by epoch and global batch, in place of the fitted power law;
-- ``surrogate``       :class:`SurrogateCluster`: the virtual cluster's interface, the fitted model for
-                      learning, the same cost model and dynamics for time, microseconds per window;
+- ``surrogate``       :class:`SurrogateCluster` (``sim.backend: surrogate``): the virtual cluster's
+                      interface, the fitted model for learning, the same cost model and dynamics for
+                      time, microseconds per window;
 - ``engine_cluster``  :class:`EngineCluster`: the same interface over ``torchrun`` workers, each window
                       k real engine iterations, decisions through an in-process gRPC arbitrator
-                      (``rl.backend: engine``; imported only then);
+                      (``rl.episodes: engine``; imported only then);
 - ``run``             :func:`simulate`, a whole run under a policy (``dynamix simulate``).
 
 The simulator against the engine is an evaluation: :mod:`dynamix.evaluation.validate_sim`.

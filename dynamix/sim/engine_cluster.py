@@ -4,8 +4,8 @@
 :class:`~dynamix.sim.cluster.VirtualCluster` or a :class:`~dynamix.sim.surrogate.SurrogateCluster`
 (``run_window``, ``done``, ``elapsed_s``, ``iteration``), but every window is k real iterations of the
 distributed engine (:mod:`dynamix.engine`), with the cluster spec's heterogeneity emulated on this
-machine (:mod:`dynamix.engine.hetero`). Select it with ``rl.backend: engine``
-(``dynamix train-policy --set rl.backend=engine``); the environment imports this module only then, so
+machine (:mod:`dynamix.engine.hetero`). Select it with ``rl.episodes: engine``
+(``dynamix train-policy --set rl.episodes=engine``); the environment imports this module only then, so
 grpc and torchrun load only when used.
 
 Control is inverted, as in a deployment: the engine's workers report each window to an arbitrator

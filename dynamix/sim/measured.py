@@ -1,6 +1,6 @@
 """The surrogate's measured accuracy: the mean test-accuracy curves of a static sweep, by epoch and global batch.
 
-``rl.learning: measured`` (:mod:`dynamix.sim.progress`, "Measured accuracy") gives the surrogate's test
+``sim.learning: measured`` (:mod:`dynamix.sim.progress`, "Measured accuracy") gives the surrogate's test
 accuracy from a table instead of the fitted power law. :func:`accuracy_table` builds it from real-math
 runs at constant global batches that train the profile's own epochs and schedule: per run, the tested
 windows' accuracy interpolated onto a grid of :data:`GRID_STEP` epochs (held at the first test before

@@ -36,7 +36,7 @@ B_noise per workload), any effect of unequal per-worker batches beyond the globa
 divergence at too large a learning rate, and the run-to-run spread of the accuracy curve (test
 accuracy is the curve itself; training accuracy and loss get the sampling noise of k*b_i samples).
 
-Measured accuracy (``rl.learning: measured``). A fitted curve misranks the batch sizes where a
+Measured accuracy (``sim.learning: measured``). A fitted curve misranks the batch sizes where a
 decision is made: at equal epochs the test accuracy of this workload is set by the global batch B (the
 same B at 4, 6 or 8 workers ends within half a point), and a run's time to target hangs on whether its
 accuracy after a step decay clears the target, which no smooth law in P reproduces. So the model may
@@ -234,8 +234,9 @@ def default_path(cfg: Config, root: str | Path | None = None) -> Path:
 
 
 def path_for(cfg: Config) -> Path:
-    """Where the fitted model a run of ``cfg`` uses lies: ``rl.surrogate`` when set, else :func:`default_path`."""
-    return paths.resolve(cfg.rl.surrogate) if cfg.rl.surrogate else default_path(cfg)
+    """Where the fitted model a run of ``cfg`` uses lies: ``sim.surrogate`` when set, else
+    :func:`default_path`."""
+    return paths.resolve(cfg.sim.surrogate) if cfg.sim.surrogate else default_path(cfg)
 
 
 def for_config(cfg: Config) -> ProgressModel:

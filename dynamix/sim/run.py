@@ -8,7 +8,7 @@ window ``cluster.run_window(sizes, lr_scale)`` and ``policy.decide(workers, glob
 is spent (before ``reset`` the simulator offers the policy its :class:`~dynamix.sim.foresight.ClusterForesight`,
 which only simulator-only policies read), each decision checked as the engine checks it (length, ``batch`` bounds, lr_scale > 0).
 The result is a tidy frame with columns :data:`dynamix.metrics.schema.RUNS_COLUMNS`, one row
-per (window, rank), ``backend = "sim"`` (``"surrogate"`` under ``rl.backend: surrogate``, which runs
+per (window, rank), ``backend = "sim"`` (``"surrogate"`` under ``sim.backend: surrogate``, which runs
 the fitted surrogate of :mod:`dynamix.sim.surrogate` instead of the model math). Same seed and spec give a bit-identical ``runs.csv``.
 """
 
@@ -38,9 +38,9 @@ log = logging.getLogger(__name__)
 
 def virtual_cluster(spec: ClusterSpec, cfg: Config, data: Cifar10 | None = None, seed: int | None = None,
                     cost: CostModel | None = None, model: progress.ProgressModel | None = None) -> ClusterClock:
-    """The run's cluster: the fitted surrogate (:mod:`dynamix.sim.surrogate`) when ``rl.backend`` is
+    """The run's cluster: the fitted surrogate (:mod:`dynamix.sim.surrogate`) when ``sim.backend`` is
     ``surrogate`` (``model``, else the one ``cfg`` names, read from its file), else the real-math simulator."""
-    if cfg.rl.backend == "surrogate":
+    if cfg.sim.backend == "surrogate":
         return SurrogateCluster(spec, cfg, model or progress.for_config(cfg), seed=seed, cost=cost)
     return VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
 
@@ -82,7 +82,7 @@ def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
     if unmet:
         log.warning("%s on %s: %s", policy.name, spec.name, unmet)
     decision = check_first_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds, ctx.dataset_size)
-    backend = "surrogate" if cfg.rl.backend == "surrogate" else "sim"
+    backend = "surrogate" if cfg.sim.backend == "surrogate" else "sim"
     key = {"run_id": run_id(spec, policy, seed), "backend": backend, "policy": policy.name, "seed": seed}
     rows: list[dict] = []
     bar = tqdm(total=cluster.total_iters, desc=f"sim {spec.name} {policy.name}", unit="it",

@@ -2,7 +2,7 @@
 
 :class:`SurrogateCluster` has :class:`~dynamix.sim.cluster.VirtualCluster`'s interface (``run_window``
 returns the same :class:`WorkerWindow` / :class:`GlobalWindow`, ``done``, ``elapsed_s``, ``iteration``)
-so every policy, the RL environment (``rl.backend: surrogate``) and ``dynamix evaluate`` run on it
+so every policy, the RL environment (``sim.backend: surrogate``) and ``dynamix evaluate`` run on it
 unchanged. What differs:
 
 - learning: no model math. Accuracy, loss and gradient statistics come from a fitted
