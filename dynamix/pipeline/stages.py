@@ -18,22 +18,7 @@ change to a key that stage does not read, its manifest shows the old value until
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-
-from dynamix import config
-
-
-def every(section: str, but: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The keys of ``section`` (``rl``) as params: the section itself when ``but`` is empty, else each of
-    its keys except those in ``but`` (``rl.recipe``, ``rl.algo``, ...)."""
-    if not but:
-        return (section,)
-    fields = [f.name for f in dataclasses.fields(getattr(config.Config(), section))]
-    unknown = sorted(set(but) - set(fields))
-    if unknown:
-        raise ValueError(f"{section} has no key {', '.join(unknown)}")
-    return tuple(f"{section}.{name}" for name in fields if name not in but)
 
 
 @dataclass(frozen=True)
@@ -62,18 +47,18 @@ EXPERIMENT_RUNS = ("experiments.epochs", "experiments.eval_every", "experiments.
                    "experiments.seeds", "experiments.jobs", "experiments.ci")
 """Every simulated experiment: its runs' budget and test cadence, seeds, parallel runs, interval coverage."""
 
-TARGET = ("rl.target_accuracy", "rl.target_fraction")
+TARGET = ("evaluation.target_accuracy", "evaluation.target_fraction")
 """The target accuracy of time to target (:mod:`dynamix.evaluation.targets`)."""
 
-BUDGET = ("rl.eval_budget",)
+BUDGET = ("evaluation.budget",)
 """Each run's budget: the reference run's time or the epochs (:func:`dynamix.evaluation.plan.budgeted`)."""
 
-AGENT = (*every("rl"), "reward", "engine", "arbitrator", "policy")
-"""Training the agent (:mod:`dynamix.rl.learn`): every ``rl`` key, the reward, and with ``rl.backend:
-engine`` the real workers, their arbitrator and its policy."""
-
-AGENT_TRAINING = (*every("rl", but=("eval_budget",)), "reward", "engine", "arbitrator", "policy")
-""":data:`AGENT` for a stage that trains and evaluates nothing: ``rl.eval_budget`` left out."""
+AGENT = ("rl", "sim", *TARGET, "reward", "engine", "arbitrator", "policy")
+"""Training the agent (:mod:`dynamix.rl.learn`): every ``rl`` key, the simulator's model of learning
+(``sim``: the fitted surrogate it may train on), the target of the target return, the reward, and with
+``rl.episodes: engine`` the real workers, their arbitrator and its policy. The experiments judge every
+policy with the model math (:func:`dynamix.evaluation.plan.sim_config`), so the stages that only
+evaluate do not read ``sim``."""
 
 READS: dict[str, Reads] = {
     "prepare": Reads(
@@ -87,7 +72,7 @@ READS: dict[str, Reads] = {
     ),
     "policy_training": Reads(
         # the surrogate is fitted to the baselines' sweep, and the target return's reference is that sweep
-        params=(*AGENT_TRAINING, "data", "model", "optim", "train", "batch", *EXPERIMENT_RUNS,
+        params=(*AGENT, "data", "model", "optim", "train", "batch", *EXPERIMENT_RUNS,
                 "experiments.baselines", "experiments.policy_training"),
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations"),
     ),
@@ -107,13 +92,13 @@ READS: dict[str, Reads] = {
         # trains a policy on each target workload, as policy_training does; the Adam workload's LR
         params=(*AGENT, "data", "model", "optim", "train", "batch", *EXPERIMENT_RUNS, "experiments.transfer",
                 "experiments.baselines", "experiments.policy_training.name",
-                "experiments.policy_training.timesteps", "experiments.inference.adam_lr"),
+                "experiments.policy_training.timesteps", "experiments.inference.adam_lr", *BUDGET),
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
     ),
     "claims": Reads(
         # the teacher rule the agent is compared with: rl.warm_start_batch
         params=("experiments.ci", "experiments.tie_margin", "experiments.tie_margin_pts",
-                "experiments.sim2real.published", "rl.target_fraction", "rl.warm_start_batch"),
+                "experiments.sim2real.published", "evaluation.target_fraction", "rl.warm_start_batch"),
         files=(
             "results/inference/summary.csv",
             "results/inference/levels.csv",  # times to target at the other levels
@@ -126,7 +111,7 @@ READS: dict[str, Reads] = {
     ),
     "ablation": Reads(
         params=(*AGENT, "data", "model", "optim", "train", "batch", *WORKLOAD, *EXPERIMENT_RUNS,
-                "experiments.ablation", "experiments.baselines", "experiments.policy_training.name"),
+                "experiments.ablation", "experiments.baselines", "experiments.policy_training.name", *BUDGET),
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "docs/expected/ablation"),
     ),
     "compression": Reads(
