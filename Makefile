@@ -23,7 +23,7 @@ endif
 # DVC stages call papermill and dynamix: run them from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup protos repro smoke test test-all bench lab browser lock dvc-yaml clean-results
+.PHONY: setup protos repro smoke test test-all bench lab browser lock dvc-yaml params-yaml clean-results
 
 setup: $(STAMP) protos
 
@@ -69,6 +69,12 @@ browser: setup
 # after an import or a read setting changes; tests/test_dvc_deps.py fails until it is rerun.
 dvc-yaml: $(STAMP)
 	$(PY) tools/dvcgen.py
+
+# params.yaml's base sections (above `profiles:`) from the dataclasses of dynamix/config.py, each setting's
+# default and doc (tools/paramsgen.py): after a setting is added, documented or given a new default;
+# tests/test_config.py fails until it is rerun. The profiles are kept as written.
+params-yaml: $(STAMP)
+	$(PY) tools/paramsgen.py
 
 lock:
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact pins for every package in .venv (pip freeze). Regenerate: make lock. Mirrored by environment.yml.' > requirements.lock

@@ -9,16 +9,20 @@ the merge lives here and every DVC stage depends on ``profile`` and ``profiles``
 Validation is strict because a silently ignored typo in a research config costs a week: an unknown
 key, a wrong type or an out-of-range value raises :class:`ConfigError` naming the dotted field and
 its allowed range or choices. Ranges and choices are declared once, in field metadata, beside the
-field's docstring-comment. A setting moved to the section where it acts (:data:`HASH_MOVED`) is refused
+field's documentation. A setting moved to the section where it acts (:data:`HASH_MOVED`) is refused
 under its old key, naming the new one; configs stored in the old layout still build (:func:`upgrade`).
 
-Defaults: the dataclasses carry them, and ``params.yaml``'s base sections repeat every field with
-the same value and a one-line comment, so the file a user edits shows every setting and a section
-built in code (``RLConfig()``) behaves as the pipeline does. ``tests/test_config.py`` fails, naming
-the field, when the two differ or a field is missing from ``params.yaml``. Profiles override only.
+Defaults and documentation: this module is the one place a setting is documented and given its
+default, ``setting(default, meta, doc="...")`` per field and the docstring's summary per section
+(:func:`doc_of`). ``params.yaml``'s base sections, everything above ``profiles:``, are generated from
+them (``tools/paramsgen.py``, ``make params-yaml``): every field at its default, its doc beside it, so
+the file a user edits shows and explains every setting and a section built in code (``RLConfig()``)
+behaves as the pipeline does. ``tests/test_config.py`` fails when the file is not what the generator
+writes. Profiles, written by hand, override only.
 
-To add a field or a section: give every field a default and ``rng``/``one_of`` metadata where a
-range exists, add sections as fields of :class:`Config`, and add each field to ``params.yaml``'s base.
+To add a field or a section: give every field a default, a ``doc`` and ``rng``/``one_of`` metadata
+where a range exists, add sections as fields of :class:`Config` (the section's docstring opens with
+its summary), then run ``make params-yaml``.
 """
 
 from __future__ import annotations
@@ -135,11 +139,24 @@ def one_of(*choices: str) -> dict:
     return {"choices": tuple(choices)}
 
 
-def setting(default: Any, meta: dict | None = None) -> Any:
-    """A dataclass field with a default and validation metadata (``rng``/``one_of``)."""
+def setting(default: Any, meta: dict | None = None, doc: str = "") -> Any:
+    """A dataclass field with a default, validation metadata (``rng``/``one_of``) and ``doc``, what the
+    setting does: the one text that documents it, kept in the metadata (``metadata["doc"]``, read by
+    :func:`doc_of`) and written beside the key in ``params.yaml`` (``make params-yaml``). Plain text, as a
+    user reads it in ``params.yaml``: values as they are written there, other settings by dotted name."""
     if isinstance(default, (list, dict)):
         raise TypeError("use tuples for sequence defaults (frozen config)")
-    return field(default=default, metadata=meta or {})
+    return field(default=default, metadata={**(meta or {}), **({"doc": doc} if doc else {})})
+
+
+def doc_of(cls: type, name: str) -> str:
+    """What the setting ``name`` of section ``cls`` does (its :func:`setting`'s ``doc``); for a section
+    (a field whose type is a dataclass), the summary paragraph of that dataclass's docstring."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if "doc" in f.metadata:
+        return f.metadata["doc"]
+    summary = (typing.get_type_hints(cls)[name].__doc__ or "").split("\n\n")[0]
+    return " ".join(re.sub(r":\w+:`~?([^`]+)`|``([^`]+)``", lambda m: m[1] or m[2], summary).split())
 
 
 SEED = rng(0, 2**31 - 1)
@@ -155,17 +172,21 @@ SEED = rng(0, 2**31 - 1)
 class DataConfig:
     """Which data set, and where CIFAR-10 comes from; see :mod:`dynamix.data.sources`."""
 
-    # cifar10 (from ``source``), or a seeded synthetic data set of a sparse workload: interactions,
-    # (user, item) pairs for model.name = ncf (dynamix.data.interactions); tokens, token windows for
-    # model.name = lstm-lm (dynamix.data.tokens)
-    dataset: str = setting("cifar10", one_of("cifar10", "interactions", "tokens"))
-    source: str = setting("embedded", one_of("embedded", "path", "torchvision"))
-    # embedded: the class-balanced subset committed as data/cifar10-mini.tar.gz;
-    # path: a directory or .tar.gz in ImageFolder layout; $DYNAMIX_CIFAR10 overrides ``path``;
-    # torchvision: torchvision.datasets.CIFAR10 with download=True into ``download_root``.
-    path: str = setting("")
-    download_root: str = setting("data/torchvision")
-    augment: bool = setting(True)  # random crop (pad 4) + horizontal flip on training batches
+    dataset: str = setting("cifar10", one_of("cifar10", "interactions", "tokens"),
+                           doc="cifar10 (from `source`), or a seeded synthetic data set of a sparse "
+                               "workload: interactions, (user, item) pairs for model.name = ncf "
+                               "(dynamix.data.interactions); tokens, token windows for model.name = lstm-lm "
+                               "(dynamix.data.tokens)")
+    source: str = setting("embedded", one_of("embedded", "path", "torchvision"),
+                          doc="embedded: the class-balanced subset committed as data/cifar10-mini.tar.gz | "
+                              "path: `path` | torchvision: torchvision.datasets.CIFAR10 with download=True "
+                              "into `download_root`; $DYNAMIX_CIFAR10 forces path")
+    path: str = setting("",
+                        doc="for source path: a directory or .tar.gz in ImageFolder layout; $DYNAMIX_CIFAR10 "
+                            "overrides it")
+    download_root: str = setting("data/torchvision",
+                                 doc="where torchvision downloads CIFAR-10 (source: torchvision)")
+    augment: bool = setting(True, doc="random crop (pad 4) + horizontal flip on training batches")
 
 
 @dataclass(frozen=True)
@@ -173,28 +194,36 @@ class ModelConfig:
     """Which network to train; names are the keys of ``dynamix.models.REGISTRY`` (ncf needs data.dataset =
     interactions, lstm-lm data.dataset = tokens)."""
 
-    name: str = setting("tiny-cnn")
-    width: float = setting(1.0, rng(0.0625, 8.0))  # channel multiplier for VGG/ResNet families
+    name: str = setting("tiny-cnn",
+                        doc="a key of dynamix.models.REGISTRY: tiny-cnn, mlp, resnet8/20, vgg11-19, "
+                            "resnet18/34/50, ncf")
+    width: float = setting(1.0, rng(0.0625, 8.0),
+                           doc="channel multiplier of the model family (VGG/ResNet families)")
 
 
 @dataclass(frozen=True)
 class OptimConfig:
     """Optimiser and learning-rate schedule (see :mod:`dynamix.train.optim`)."""
 
-    name: str = setting("sgd", one_of("sgd", "adam"))
-    lr: float = setting(0.05, rng(1e-6, 10.0))
-    momentum: float = setting(0.9, rng(0.0, 0.999))
-    weight_decay: float = setting(5e-4, rng(0.0, 0.1))
-    schedule: str = setting("constant", one_of("constant", "cosine", "step", "multistep"))
-    step_every_iters: int = setting(1000, rng(1, None))  # for ``step``: decay by 10 every this many iters
-    # For ``multistep``: divide by 10 at each of these fractions of the run's budget (He et al. 2016's
-    # CIFAR schedule: half and three quarters of training).
-    milestones: tuple[float, ...] = setting((0.5, 0.75), rng(0.0, 1.0))
-    warmup_iters: int = setting(0, rng(0, None))
-    # How the LR follows the global batch B: none; linear (lr * B / base_batch, Goyal et al. 2017);
-    # sqrt (lr * sqrt(B / base_batch), Krizhevsky 2014). AdaScale is a policy's lr_scale instead.
-    lr_scaling: str = setting("none", one_of("none", "linear", "sqrt"))
-    base_batch: int = setting(128, rng(1, None))
+    name: str = setting("sgd", one_of("sgd", "adam"), doc="sgd | adam")
+    lr: float = setting(0.05, rng(1e-6, 10.0),
+                        doc="learning rate (at base_batch when lr_scaling is not none)")
+    momentum: float = setting(0.9, rng(0.0, 0.999), doc="SGD momentum")
+    weight_decay: float = setting(5e-4, rng(0.0, 0.1), doc="L2 weight decay")
+    schedule: str = setting("constant", one_of("constant", "cosine", "step", "multistep"),
+                            doc="constant | cosine | step | multistep")
+    step_every_iters: int = setting(1000, rng(1, None),
+                                    doc="step schedule: divide the LR by 10 every this many iterations")
+    milestones: tuple[float, ...] = setting((0.5, 0.75), rng(0.0, 1.0),
+                                            doc="multistep schedule: divide the LR by 10 at each of these "
+                                                "fractions of the run's budget (He et al. 2016's CIFAR "
+                                                "schedule: half and three quarters of training)")
+    warmup_iters: int = setting(0, rng(0, None), doc="linear LR warm-up (0: none)")
+    lr_scaling: str = setting("none", one_of("none", "linear", "sqrt"),
+                              doc="how the LR follows the global batch B: none | linear (lr * B / "
+                                  "base_batch, Goyal et al. 2017) | sqrt (lr * sqrt(B / base_batch), "
+                                  "Krizhevsky 2014); AdaScale is a policy's lr_scale instead")
+    base_batch: int = setting(128, rng(1, None), doc="the global batch at which lr applies (lr_scaling)")
 
     def __post_init__(self) -> None:
         if list(self.milestones) != sorted(self.milestones):
@@ -205,32 +234,36 @@ class OptimConfig:
 class TrainConfig:
     """A training run's budget, cadence and seed."""
 
-    batch_size: int = setting(64, rng(1, 65536))  # per worker, when static
-    epochs: float = setting(5.0, rng(0.0, 10000.0))
-    max_iters: int = setting(0, rng(0, None))  # 0: run by epochs
-    # Simulator only: a virtual-time budget in seconds (0: none); the run also ends at the first
-    # iteration that finishes past it (``dynamix evaluate --budget time``). The engine refuses it: its
-    # ranks' wall clocks differ, so a time stop could end them at different iterations.
-    max_time_s: float = setting(0.0, rng(0.0, None))
-    # The learning-rate schedule's horizon in epochs of the run's own samples (0: ``epochs``). The
-    # schedule follows the run's own progress; a time budget only stops a run, it never moves it.
-    schedule_epochs: float = setting(0.0, rng(0.0, 10000.0))
-    eval_every: int = setting(100, rng(1, None))  # iterations between test-set evaluations
-    eval_samples: int = setting(0, rng(0, None))  # 0: the whole test split
-    checkpoint_every: int = setting(200, rng(1, None))
-    seed: int = setting(0, SEED)
-    threads: int = setting(0, rng(0, 256))  # torch threads per process; 0: torch's default
-    # Where the model math runs (simulator, ``dynamix train``, ``calibrate``, ``evaluate``, the engine):
-    # auto = CUDA when torch sees a GPU, else cpu; cuda = the current GPU (the engine: one per local
-    # rank); cuda:N = GPU N. Resolved by :func:`dynamix.train.device.resolve_device`.
-    device: str = setting("auto")
-    # Mixed precision of forward/backward on CUDA (torch.autocast): none; bf16; fp16 with dynamic loss
-    # scaling. Refused on cpu: CPU autocast made a tiny-cnn step 8-10x slower than fp32 on a CPU without
-    # bf16/fp16 units (measured).
-    amp: str = setting("none", one_of("none", "bf16", "fp16"))
-    # NHWC activations and weights: faster convolutions on CPU (oneDNN), but a different float rounding
-    # than the default layout, so same-seed outputs differ from runs without it (opt-in).
-    channels_last: bool = setting(False)
+    batch_size: int = setting(64, rng(1, 65536), doc="per-worker batch of a static run")
+    epochs: float = setting(5.0, rng(0.0, 10000.0), doc="run length in epochs of the training set")
+    max_iters: int = setting(0, rng(0, None), doc="stop after this many iterations (0: run by epochs)")
+    max_time_s: float = setting(0.0, rng(0.0, None),
+                                doc="simulator only: a virtual-time budget in seconds (0: none); the run "
+                                    "also ends at the first iteration that finishes past it (`dynamix "
+                                    "evaluate --budget time`). The engine refuses it: its ranks' wall clocks "
+                                    "differ, so a time stop could end them at different iterations")
+    schedule_epochs: float = setting(0.0, rng(0.0, 10000.0),
+                                     doc="the learning-rate schedule's horizon in epochs of the run's own "
+                                         "samples (0: epochs). The schedule follows the run's own progress; "
+                                         "a time budget only stops a run, it never moves it")
+    eval_every: int = setting(100, rng(1, None), doc="iterations between test-set evaluations")
+    eval_samples: int = setting(0, rng(0, None), doc="test images per evaluation (0: the whole test split)")
+    checkpoint_every: int = setting(200, rng(1, None), doc="iterations between checkpoints")
+    seed: int = setting(0, SEED, doc="base seed; sub-seeds are derived per role and rank")
+    threads: int = setting(0, rng(0, 256), doc="torch threads per process (0: torch's default)")
+    device: str = setting("auto",
+                          doc="where the model math runs (simulator, `dynamix train`, calibrate, evaluate, "
+                              "the engine): auto = CUDA when torch sees a GPU, else cpu | cpu | cuda = the "
+                              "current GPU (the engine: one per local rank) | cuda:N = GPU N; resolved by "
+                              "dynamix.train.device.resolve_device")
+    amp: str = setting("none", one_of("none", "bf16", "fp16"),
+                       doc="mixed precision of forward/backward on CUDA (torch.autocast): none | bf16 | fp16 "
+                           "with dynamic loss scaling. Refused on cpu: CPU autocast made a tiny-cnn step "
+                           "8-10x slower than fp32 on a CPU without bf16/fp16 units (measured)")
+    channels_last: bool = setting(False,
+                                  doc="NHWC activations and weights: faster convolutions on CPU (oneDNN), "
+                                      "but a different float rounding than the default layout, so same-seed "
+                                      "outputs differ from runs without it (opt-in)")
 
     def __post_init__(self) -> None:
         if not self.max_iters and not self.epochs > 0:
@@ -251,68 +284,81 @@ class TrainConfig:
 class BatchConfig:
     """The batch-size action space shared by every adaptive policy (paper Sec. III)."""
 
-    min: int = setting(32, rng(1, 65536))
-    max: int = setting(1024, rng(1, 65536))
-    actions: tuple[int, ...] = setting((-100, -25, 0, 25, 100), rng(-65536, 65536))
-    window: int = setting(10, rng(1, None))  # k: iterations between decisions
-    initial: int = setting(64, rng(1, 65536))
+    min: int = setting(32, rng(1, 65536), doc="smallest per-worker batch an adaptive policy may set")
+    max: int = setting(1024, rng(1, 65536), doc="largest per-worker batch an adaptive policy may set")
+    actions: tuple[int, ...] = setting((-100, -25, 0, 25, 100), rng(-65536, 65536),
+                                       doc="per-window batch-size steps of the action set (paper Sec. III)")
+    window: int = setting(10, rng(1, None), doc="k: iterations between decisions")
+    initial: int = setting(64, rng(1, 65536), doc="every worker's batch at the start of a run")
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     """The torch.distributed engine (see :mod:`dynamix.engine`)."""
 
-    world_size: int = setting(2, rng(1, 4096))
-    arch: str = setting("ring", one_of("ring", "ps"))
-    backend: str = setting("auto", one_of("auto", "gloo", "nccl"))
-    num_servers: int = setting(1, rng(1, 64))  # parameter-server mode only
-    net_mode: str = setting("inject", one_of("inject", "netns"))
-    cluster: str = setting("clusters/homogeneous-4.yaml")  # cluster spec for heterogeneity emulation
-    # TCP retransmission counter: tcp_info (this worker's own sockets) or ebpf (bpftrace on the
-    # tcp:tcp_retransmit_skb tracepoint; needs root and tracefs, falls back to tcp_info with one log line)
-    retrans: str = setting("tcp_info", one_of("tcp_info", "ebpf"))
-    # gradient compression: none, or lhc (lossless homomorphic, :mod:`dynamix.comm`; exact up to float
-    # summation order, pays off on sparse gradients such as the embedding model ncf's)
-    compression: str = setting("none", one_of("none", "lhc"))
-    # LOSSY top-k sparsification with error feedback before the reduction (dynamix.comm.topk): the
-    # fraction of gradient entries each worker sends per iteration; 0 = off. For dense models with lhc.
-    topk: float = setting(0.0, rng(0.0, 1.0))
+    world_size: int = setting(2, rng(1, 4096),
+                              doc="worker processes of `dynamix launch` when --nproc is not given")
+    arch: str = setting("ring", one_of("ring", "ps"),
+                        doc="ring (weighted all-reduce) | ps (parameter server)")
+    backend: str = setting("auto", one_of("auto", "gloo", "nccl"),
+                           doc="auto (gloo on CPU, nccl on GPU) | gloo | nccl")
+    num_servers: int = setting(1, rng(1, 64), doc="parameter-server ranks (arch: ps only)")
+    net_mode: str = setting("inject", one_of("inject", "netns"),
+                            doc="inject (modelled communication time as a floor) | netns (root: namespaces + "
+                                "tc shaping)")
+    cluster: str = setting("clusters/homogeneous-4.yaml",
+                           doc="cluster spec whose heterogeneity the engine emulates")
+    retrans: str = setting("tcp_info", one_of("tcp_info", "ebpf"),
+                           doc="TCP retransmission counter: tcp_info (this worker's own sockets) | ebpf "
+                               "(bpftrace on the tcp:tcp_retransmit_skb tracepoint; needs root and tracefs, "
+                               "falls back to tcp_info with one log line)")
+    compression: str = setting("none", one_of("none", "lhc"),
+                               doc="gradient compression: none | lhc (lossless homomorphic, dynamix.comm, "
+                                   "docs/compression.md; exact up to float summation order, pays off on "
+                                   "sparse gradients such as the embedding model ncf's)")
+    topk: float = setting(0.0, rng(0.0, 1.0),
+                          doc="LOSSY top-k sparsification with error feedback before the reduction "
+                              "(dynamix.comm.topk): the fraction of gradient entries each worker sends per "
+                              "iteration; 0 = off. For dense models with lhc")
 
 
 @dataclass(frozen=True)
 class PolicyConfig:
     """Which batch-size policy runs, as a spec string (``static:64``, ``lbbsp``, ``gns``, ...)."""
 
-    spec: str = setting("static:64")
+    spec: str = setting("static:64", doc="batch-size policy: static:B | lbbsp | gns | ramp | dynamix:PATH")
 
 
 @dataclass(frozen=True)
 class RewardConfig:
     """Reward coefficients (paper Eq. for r_SGD / r_Adam); see :mod:`dynamix.rl.reward`."""
 
-    alpha: float = setting(1.0, rng(0.0, None))  # weight of the accuracy gain max(0, dA)
-    beta: float = setting(0.5, rng(0.0, None))  # weight of the (scaled) iteration time
-    delta: float = setting(0.02, rng(0.0, None))  # weight of log2(b) - 5, penalising extreme batches
-    eta: float = setting(0.01, rng(0.0, None))  # adaptive optimisers: weight of sigma2_norm + sigma_norm
+    alpha: float = setting(1.0, rng(0.0, None), doc="weight of the accuracy gain max(0, dA)")
+    beta: float = setting(0.5, rng(0.0, None), doc="weight of the scaled iteration time T_iter")
+    delta: float = setting(0.02, rng(0.0, None), doc="weight of log2(b) - 5 (penalises extreme batches)")
+    eta: float = setting(0.01, rng(0.0, None),
+                         doc="adaptive optimisers (Adam) only: weight of sigma2_norm + sigma_norm")
 
 
 @dataclass(frozen=True)
 class BaselinesExperiment:
     """Static batch-size sweep on one cluster: accuracy vs time, throughput vs batch size."""
 
-    cluster: str = setting("clusters/homogeneous-4.yaml")
-    batch_sizes: tuple[int, ...] = setting((32, 64, 128, 256, 512), rng(1, 65536))  # per worker
+    cluster: str = setting("clusters/homogeneous-4.yaml", doc="cluster of the static sweep")
+    batch_sizes: tuple[int, ...] = setting((32, 64, 128, 256, 512), rng(1, 65536),
+                                           doc="per-worker static batch sizes swept")
 
 
 @dataclass(frozen=True)
 class PolicyTrainingExperiment:
     """Train the DYNAMIX policy; the artifact is ``<policies>/<name>.zip`` (+ ``.json``)."""
 
-    name: str = setting("dynamix")
-    timesteps: int = setting(0, rng(0, None))  # the pipeline's PPO budget (0: rl.timesteps)
-    # training seeds (train.seed + k): k = 0 is the pipeline's policy, the others give the reward
-    # curve its band over seeds (paper Fig. 3)
-    seeds: int = setting(3, rng(1, 20))
+    name: str = setting("dynamix", doc="artifact: results/policies/<name>.zip (+ .json)")
+    timesteps: int = setting(0, rng(0, None),
+                             doc="the pipeline's PPO budget, per-worker transitions (0: rl.timesteps)")
+    seeds: int = setting(3, rng(1, 20),
+                         doc="training seeds (train.seed + k): k = 0 is the pipeline's policy, the others "
+                             "(<name>-s<k>) give the reward curve its band over seeds (paper Fig. 3)")
 
 
 @dataclass(frozen=True)
@@ -321,73 +367,103 @@ class InferenceExperiment:
 
     clusters: tuple[str, ...] = setting(
         ("clusters/heldout/hetero-speed-4.yaml", "clusters/heldout/ps-event-4.yaml")
-    )
-    # Policy specs; ``dynamix`` stands for the policy trained by the policy_training stage.
-    # The whole static sweep of ``baselines.batch_sizes`` (the claims' median static) and ``lbbsp:batch=512``,
-    # the rule the agent's warm start imitates, beside ``lbbsp``.
+    ,
+        doc="held-out specs every policy runs on")
     policies: tuple[str, ...] = setting(("dynamix", "static:32", "static:64", "static:128", "static:256", "static:512",
-                                         "lbbsp", "lbbsp:batch=512", "gns", "ramp"))
-    optimizers: tuple[str, ...] = setting(("sgd", "adam"))  # workloads: optim.name per run
-    adam_lr: float = setting(0.001, rng(1e-6, 1.0))  # optim.lr for the Adam workload
-    engine_cluster: str = setting("clusters/mixed-4.yaml")  # 4 emulated heterogeneous workers
-    engine_iters: int = setting(60, rng(0, None))  # 0: skip the end-to-end engine run
-    engine_policy: str = setting("dynamix")
-    # ``lbbsp:tuned`` (when listed in ``policies``): LB-BSP at the mean per-worker batch, among
-    # ``tune_batches``, that is fastest to target on ``tune_clusters`` over ``tune_seeds`` seeds
-    # (dynamix/evaluation/tuning.py); validation clusters only, never the held-out ones.
+                                         "lbbsp", "lbbsp:batch=512", "gns", "ramp"),
+                                        doc="policy specs compared; dynamix stands for the policy trained by "
+                                            "the policy_training stage. The whole static sweep of "
+                                            "baselines.batch_sizes (the claims' median static) and "
+                                            "lbbsp:batch=512, the rule the agent's warm start imitates, "
+                                            "beside lbbsp")
+    optimizers: tuple[str, ...] = setting(("sgd", "adam"), doc="workloads: optim.name per run")
+    adam_lr: float = setting(0.001, rng(1e-6, 1.0), doc="optim.lr of the Adam workload")
+    engine_cluster: str = setting("clusters/mixed-4.yaml",
+                                  doc="cluster of the end-to-end engine run (4 emulated heterogeneous "
+                                      "workers)")
+    engine_iters: int = setting(60, rng(0, None),
+                                doc="iterations of that run (0: skip the end-to-end engine run)")
+    engine_policy: str = setting("dynamix", doc="policy the arbitrator serves in that run")
     tune_clusters: tuple[str, ...] = setting(("clusters/validation/val-mixed-5.yaml", "clusters/validation/val-ps-4.yaml",
-                                              "clusters/validation/val-straggler-6.yaml"))
-    tune_batches: tuple[int, ...] = setting((32, 64, 128, 256), rng(1, 65536))
-    # ``lbbsp:tuned-global``: the same sweep over global batches, one for every cluster whatever its workers
-    tune_global_batches: tuple[int, ...] = setting((256, 384, 512, 640, 768), rng(1, 1 << 20))
-    tune_seeds: int = setting(1, rng(1, 1000))
-    # The oracle bound (docs/protocol.md): per held-out cluster, ``oracle:batch=m x workers`` for every m
-    # here over ``oracle_seeds`` seeds, the fastest to the comparison's target in hindsight then run on
-    # every seed as ``oracle`` (dynamix/evaluation/oracle.py). (): no oracle.
-    oracle_batches: tuple[int, ...] = setting((), rng(1, 65536))
-    oracle_seeds: int = setting(1, rng(1, 1000))
-    oracle_refine: bool = setting(False)  # then B*/1.25 and B* x 1.25 around the constant winner B*
-    # Two-phase members: B* until each epoch E here, then B* x 0.5 or x 2 (dynamix/evaluation/oracle.py)
-    oracle_phase_epochs: tuple[float, ...] = setting((), rng(0.0, None))
+                                              "clusters/validation/val-straggler-6.yaml"),
+                                             doc="lbbsp:tuned (when listed in policies): LB-BSP at the mean "
+                                                 "per-worker batch, among tune_batches, that is fastest to "
+                                                 "target on these clusters over tune_seeds seeds "
+                                                 "(dynamix/evaluation/tuning.py); lbbsp:tuned-global the "
+                                                 "same at a global batch (tune_global_batches). Validation "
+                                                 "clusters only, never the held-out ones")
+    tune_batches: tuple[int, ...] = setting((32, 64, 128, 256), rng(1, 65536),
+                                            doc="lbbsp:tuned: mean per-worker batches swept (LB-BSP's global "
+                                                "batch = this x workers)")
+    tune_global_batches: tuple[int, ...] = setting((256, 384, 512, 640, 768), rng(1, 1 << 20),
+                                                   doc="lbbsp:tuned-global: the same sweep over global "
+                                                       "batches, the same on every cluster whatever its "
+                                                       "workers")
+    tune_seeds: int = setting(1, rng(1, 1000), doc="seeds per candidate and cluster")
+    oracle_batches: tuple[int, ...] = setting((), rng(1, 65536),
+                                              doc="the oracle bound (docs/protocol.md): per held-out "
+                                                  "cluster, oracle:batch=m x workers for every per-worker "
+                                                  "batch m here (its hindsight grid) over oracle_seeds "
+                                                  "seeds, the fastest to the comparison's target in "
+                                                  "hindsight then run on every seed as oracle "
+                                                  "(dynamix/evaluation/oracle.py); []: no oracle")
+    oracle_seeds: int = setting(1, rng(1, 1000),
+                                doc="seeds of that grid; the chosen batch then runs on every seed")
+    oracle_refine: bool = setting(False,
+                                  doc="then B*/1.25 and B* x 1.25 around the grid's constant winner B*")
+    oracle_phase_epochs: tuple[float, ...] = setting((), rng(0.0, None),
+                                                     doc="two-phase members: B* until each epoch E here, "
+                                                         "then B* x 0.5 or x 2 "
+                                                         "(dynamix/evaluation/oracle.py)")
 
 
 @dataclass(frozen=True)
 class ScalabilityExperiment:
     """The same worker mix repeated to each cluster size (paper: up to 32 nodes)."""
 
-    # Its workers are cycled to reach each size.
-    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml")
-    workers: tuple[int, ...] = setting((4, 8, 16, 32), rng(1, 4096))
-    policies: tuple[str, ...] = setting(("dynamix", "static:64", "lbbsp", "lbbsp:batch=512", "gns"))
-    # Budget per size in iterations: the time the static batch.initial run needs for this many iterations
-    # on that size (0: experiments.epochs, so larger clusters take fewer, larger iterations).
-    iterations: int = setting(0, rng(0, None))
+    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml",
+                           doc="worker mix, its workers cycled to reach each size")
+    workers: tuple[int, ...] = setting((4, 8, 16, 32), rng(1, 4096), doc="cluster sizes")
+    policies: tuple[str, ...] = setting(("dynamix", "static:64", "lbbsp", "lbbsp:batch=512", "gns"),
+                                        doc="policies compared at each size")
+    iterations: int = setting(0, rng(0, None),
+                              doc="budget per size in iterations: the time the static batch.initial run "
+                                  "needs for this many iterations on that size (0: experiments.epochs, so "
+                                  "larger clusters take fewer, larger iterations)")
 
 
 @dataclass(frozen=True)
 class TransferExperiment:
     """Policy transfer between workloads ``SRC_MODEL/SRC_OPT->DST_MODEL/DST_OPT`` (paper Sec. V)."""
 
-    pairs: tuple[str, ...] = setting(("mlp@0.25/sgd->mlp@0.5/sgd", "mlp@0.25/sgd->mlp@0.25/adam"))
-    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml")
-    static_batch: int = setting(64, rng(1, 65536))  # the static baseline in the comparison
-    # PPO budget of each target-trained policy (0: the source's, ``policy_training.timesteps``): the claims
-    # compare a transferred policy with one trained alike on the target.
-    timesteps: int = setting(0, rng(0, None))
+    pairs: tuple[str, ...] = setting(("mlp@0.25/sgd->mlp@0.5/sgd", "mlp@0.25/sgd->mlp@0.25/adam"),
+                                     doc="SRC_MODEL/SRC_OPT->DST_MODEL/DST_OPT workload pairs (model@width); "
+                                         "the defaults are CPU stand-ins")
+    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml", doc="cluster of the transfer runs")
+    static_batch: int = setting(64, rng(1, 65536), doc="the static baseline in the comparison")
+    timesteps: int = setting(0, rng(0, None),
+                             doc="PPO budget of each target-trained policy (0: the source's, "
+                                 "policy_training.timesteps): the claims compare a transferred policy with "
+                                 "one trained alike on the target")
 
 
 @dataclass(frozen=True)
 class SimToRealExperiment:
-    """The agent's advantage on the real engine beside the simulator's (:mod:`dynamix.evaluation.sim2real`)."""
+    """The agent's advantage on the real engine beside the simulator's (``dynamix sim2real``,
+    :mod:`dynamix.evaluation.sim2real`)."""
 
-    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml")  # a held-out spec the engine emulates
-    # The compared policies: the static sweep (the median static), LB-BSP and the agent (``dynamix``: the
-    # policy_training stage's policy).
+    cluster: str = setting("clusters/heldout/hetero-speed-4.yaml",
+                           doc="a held-out spec the engine emulates (4 workers, speeds by time dilation)")
     policies: tuple[str, ...] = setting(("dynamix", "static:32", "static:64", "static:128", "static:256",
-                                         "static:512", "lbbsp"))
-    epochs: float = setting(3.0, rng(0.01, 1000.0))  # every run's budget (the engine cannot stop on virtual time)
-    # A run on this machine's quiet cores (dynamix sim2real --publish), read by the claims ("": no row).
-    published: str = setting("docs/expected/sim2real")
+                                         "static:512", "lbbsp"),
+                                        doc="the compared policies: the static sweep (the median static), "
+                                            "LB-BSP and the agent (dynamix: the policy_training stage's "
+                                            "policy)")
+    epochs: float = setting(3.0, rng(0.01, 1000.0),
+                            doc="every run's budget in epochs (the engine cannot stop on virtual time)")
+    published: str = setting("docs/expected/sim2real",
+                             doc="a run on this machine's quiet cores (dynamix sim2real --publish), read by "
+                                 'the claims ("": no row)')
 
 
 ID_DATASETS = {"ncf": "interactions", "lstm-lm": "tokens"}
@@ -396,19 +472,25 @@ ID_DATASETS = {"ncf": "interactions", "lstm-lm": "tokens"}
 
 @dataclass(frozen=True)
 class CompressionExperiment:
-    """Batch-size policies with and without lossless gradient compression on communication-bound
-    clusters (:mod:`dynamix.experiments.compression`, docs/compression.md)."""
+    """Batch-size policies with and without lossless gradient compression (``engine.compression: lhc``)
+    on communication-bound clusters (:mod:`dynamix.experiments.compression`, docs/compression.md)."""
 
-    # Communication-bound for the workload: compression must have something to save.
-    clusters: tuple[str, ...] = setting(("clusters/sparse-comm-4.yaml",))
-    # Policy specs, each run without and with engine.compression = lhc; ``dynamix`` is the policy_training
-    # stage's agent (trained on rl.model: applied to this workload unchanged, a transfer).
-    policies: tuple[str, ...] = setting(("dynamix", "static:64", "static:256", "lbbsp", "gns"))
-    # The workload: the embedding model ncf on the interaction data, whose gradients are sparse.
-    model: str = setting("ncf")
-    width: float = setting(1.0, rng(0.0625, 8.0))
-    dataset: str = setting("interactions", one_of("cifar10", "interactions", "tokens"))
-    epochs: float = setting(2.0, rng(0.0, 10000.0))  # every run's budget in epochs (0: experiments.epochs)
+    clusters: tuple[str, ...] = setting(("clusters/sparse-comm-4.yaml",),
+                                        doc="communication-bound for the workload: compression must have "
+                                            "something to save")
+    policies: tuple[str, ...] = setting(("dynamix", "static:64", "static:256", "lbbsp", "gns"),
+                                        doc="policy specs, each run without and with engine.compression = "
+                                            "lhc; dynamix is the policy_training stage's agent (trained on "
+                                            "rl.model: applied to this workload unchanged, a transfer)")
+    model: str = setting("ncf",
+                         doc="the workload: the embedding model ncf on the interaction data, whose gradients "
+                             "are sparse ...")
+    width: float = setting(1.0, rng(0.0625, 8.0), doc="... at this width ...")
+    dataset: str = setting("interactions", one_of("cifar10", "interactions", "tokens"),
+                           doc="... on the interaction data (ncf needs interactions, lstm-lm tokens, every "
+                               "other model cifar10)")
+    epochs: float = setting(2.0, rng(0.0, 10000.0),
+                            doc="every run's budget in epochs (0: experiments.epochs)")
 
     def __post_init__(self) -> None:
         if ID_DATASETS.get(self.model, "cifar10") != self.dataset:
@@ -477,24 +559,33 @@ ABLATION_VARIANTS = tuple(name for name, row in ABLATION.items() if not row.ladd
 
 @dataclass(frozen=True)
 class AblationExperiment:
-    """From the paper's recipe to ours one addition at a time (:mod:`dynamix.experiments.ablation`)."""
+    """From the paper's recipe to ours one addition at a time (:mod:`dynamix.experiments.ablation`,
+    docs/journal/rl.md)."""
 
-    # Rows to train and evaluate, names of ABLATION: the ladder's steps, in order (paper .. dynamix = the
-    # default), and optional variants of the default (ABLATION_VARIANTS)
-    steps: tuple[str, ...] = setting(ABLATION_STEPS)
-    seeds: int = setting(3, rng(1, 100))  # training seeds per step (train.seed + k); policy k runs with run seed k
+    steps: tuple[str, ...] = setting(ABLATION_STEPS,
+                                     doc="rows to train and evaluate, names of config.ABLATION: the ladder's "
+                                         "steps, in order (paper .. dynamix = the default recipe), and "
+                                         "opt-in variants of the default (config.ABLATION_VARIANTS: "
+                                         "schedule, frame-stack, global, schedule-scratch, global-scratch)")
+    seeds: int = setting(3, rng(1, 100),
+                         doc="training seeds per step (train.seed + k); policy k runs with run seed k")
     heldout: tuple[str, ...] = setting(
-        ("clusters/heldout/hetero-net-6.yaml", "clusters/heldout/hetero-speed-4.yaml", "clusters/heldout/ps-event-4.yaml"))
-    # Validation clusters: the first `validation` of `dynamix sample-clusters --seed validation_seed
-    # --workers validation_workers` (the docs' sampled validation set); 0: none.
-    validation: int = setting(4, rng(0, 1000))
-    validation_seed: int = setting(1, rng(0, None))
-    validation_workers: tuple[int, ...] = setting((4, 5, 6), rng(1, 256))
-    # What every step is compared with (run seeds 0..seeds-1); ratios are to the median static:* policy.
+        ("clusters/heldout/hetero-net-6.yaml", "clusters/heldout/hetero-speed-4.yaml", "clusters/heldout/ps-event-4.yaml"),
+        doc="test clusters")
+    validation: int = setting(4, rng(0, 1000),
+                              doc="validation clusters: the first N of `dynamix sample-clusters --seed "
+                                  "validation_seed --workers validation_workers` (the docs' sampled "
+                                  "validation set); 0: none")
+    validation_seed: int = setting(1, rng(0, None), doc="seed of that draw")
+    validation_workers: tuple[int, ...] = setting((4, 5, 6), rng(1, 256),
+                                                  doc="worker counts cycled over the validation clusters")
     baselines: tuple[str, ...] = setting(("static:32", "static:64", "static:128", "static:256", "static:512",
-                                          "lbbsp", "gns", "lbbsp:batch=512"))
-    # Per-run results committed by an `ablation`-profile run (its summary.csv); "": train and evaluate here.
-    precomputed: str = setting("docs/expected/ablation/summary.csv")
+                                          "lbbsp", "gns", "lbbsp:batch=512"),
+                                         doc="what every step is compared with (run seeds 0..seeds-1); "
+                                             "ratios are to the median static:* policy")
+    precomputed: str = setting("docs/expected/ablation/summary.csv",
+                               doc="per-run results committed by an `ablation`-profile run (its "
+                                   'summary.csv); "": train and evaluate here (~2 h)')
 
     def __post_init__(self) -> None:
         allowed = ABLATION_STEPS + ABLATION_VARIANTS
@@ -506,30 +597,44 @@ class AblationExperiment:
 
 @dataclass(frozen=True)
 class ExperimentsConfig:
-    """The experiments behind the figures (``dynamix.experiments``), one subsection each."""
+    """The experiments behind the figures (``dynamix.experiments``, dynamix/experiments/*.py), one subsection
+    per stage notebook."""
 
-    seeds: int = setting(3, rng(1, 1000))  # runs per (policy, cluster, workload): seeds 0..seeds-1
-    ci: float = setting(0.95, rng(0.5, 0.999))  # coverage of the t intervals over seeds (docs/protocol.md)
-    # The tie band stated up front: a ratio within [1/(1+m), 1+m] (and a time reduction within +-100 m %)
-    # is no practical difference; accuracy differences within +-tie_margin_pts points.
-    tie_margin: float = setting(0.03, rng(0.0, 1.0))
-    tie_margin_pts: float = setting(0.5, rng(0.0, 100.0))
-    # Besides evaluation.target_fraction, the target levels (fractions of the best policy's mean final
-    # accuracy) at which per_policy.csv reads every time to target: a claim must not hang on one level.
-    target_levels: tuple[float, ...] = setting((0.9, 0.98), rng(0.01, 1.0))
-    jobs: int = setting(2, rng(1, 256))  # simulations run in parallel, one torch thread each (1: in-process)
-    # The workload every simulated experiment trains (transfer pairs name their own): "" / 0 use model.*.
-    # The default profile uses the RL training workload, a CPU-cheap MLP, so the pipeline fits 45 min.
-    model: str = setting("mlp")
-    width: float = setting(0.25, rng(0.0, 8.0))
-    # Budget of every simulated run, in epochs of the training set (0: train.epochs / train.max_iters).
-    # Epochs, not iterations, so a policy that grows the batch does not get more samples for free.
-    epochs: float = setting(3.0, rng(0.0, 10000.0))
-    # Test-set evaluation of every simulated run in the experiments (overrides train.eval_*). runs.csv
-    # keeps the last test of each window, and time to target interpolates between windows
-    # (dynamix.evaluation.targets.time_to_target), so testing more often than batch.window buys nothing.
-    eval_every: int = setting(10, rng(1, None))  # iterations between evaluations (runs.csv keeps the last per window)
-    eval_samples: int = setting(0, rng(0, None))  # test images per evaluation (0: all)
+    seeds: int = setting(3, rng(1, 1000), doc="runs per (policy, cluster, workload): seeds 0..seeds-1")
+    ci: float = setting(0.95, rng(0.5, 0.999),
+                        doc="coverage of the t intervals over seeds (docs/protocol.md)")
+    tie_margin: float = setting(0.03, rng(0.0, 1.0),
+                                doc="the tie band m stated up front: a ratio within [1/(1+m), 1+m] (and a "
+                                    "time reduction within +-100 m %; 0.03: +-3 %) is no practical "
+                                    "difference, a tie")
+    tie_margin_pts: float = setting(0.5, rng(0.0, 100.0),
+                                    doc="accuracy differences within +- this many points are a tie")
+    target_levels: tuple[float, ...] = setting((0.9, 0.98), rng(0.01, 1.0),
+                                               doc="besides evaluation.target_fraction, the target levels "
+                                                   "(fractions of the best policy's mean final accuracy) at "
+                                                   "which per_policy.csv reads every time to target: a claim "
+                                                   "must not hang on one level")
+    jobs: int = setting(2, rng(1, 256),
+                        doc="simulations run in parallel, one torch thread each (1: in-process)")
+    model: str = setting("mlp",
+                         doc="the workload every simulated experiment trains (transfer pairs name their own; "
+                             '"": model.name). The default profile uses the RL training workload, a '
+                             "CPU-cheap MLP, so the pipeline fits 45 min")
+    width: float = setting(0.25, rng(0.0, 8.0), doc="its channel multiplier (0: model.width)")
+    epochs: float = setting(3.0, rng(0.0, 10000.0),
+                            doc="budget of every simulated run, in epochs of the training set (0: "
+                                "train.epochs / train.max_iters). Epochs, not iterations, so a policy that "
+                                "grows the batch does not get more samples for free")
+    eval_every: int = setting(10, rng(1, None),
+                              doc="test cadence of every simulated run in the experiments, in iterations "
+                                  "(overrides train.eval_every). runs.csv keeps the last test of each window "
+                                  "(batch.window), and time to target interpolates between windows "
+                                  "(dynamix.evaluation.targets.time_to_target), so testing more often than "
+                                  "batch.window buys nothing")
+    eval_samples: int = setting(0, rng(0, None),
+                                doc="test images per evaluation of a simulated run (overrides "
+                                    "train.eval_samples; 0: the whole test split, 2000 embedded images: "
+                                    "+-1.1 points, 1000: +-1.5)")
     baselines: BaselinesExperiment = field(default_factory=BaselinesExperiment)
     policy_training: PolicyTrainingExperiment = field(default_factory=PolicyTrainingExperiment)
     inference: InferenceExperiment = field(default_factory=InferenceExperiment)
@@ -542,21 +647,27 @@ class ExperimentsConfig:
 
 @dataclass(frozen=True)
 class ArbitratorConfig:
-    """The gRPC arbitrator (:mod:`dynamix.rpc`): server barrier and the workers' fail-open client."""
+    """The gRPC arbitrator (:mod:`dynamix.rpc`; ``dynamix arbitrator serve``, ``dynamix launch
+    --arbitrator``): server barrier and the workers' fail-open client."""
 
-    host: str = setting("127.0.0.1")  # bind address; anything but loopback requires a token or TLS
-    port: int = setting(50051, rng(0, 65535))  # 0: pick a free port
-    barrier_timeout_s: float = setting(1.0, rng(0.001, 600.0))  # wait for the slowest report per window
-    idle_run_timeout_s: float = setting(60.0, rng(0.0, None))  # a run silent this long yields to a new one
-    # The simulator's cost of one window's arbitration (dynamix.cluster.costmodel), added to the virtual
-    # clock once per window: overhead_ms + overhead_ms_per_worker x N. 0 and 0: not modelled. Measured
-    # values: docs/usage.md (benchmarks/bench_rpc.py).
-    overhead_ms: float = setting(0.0, rng(0.0, 1e6))
-    overhead_ms_per_worker: float = setting(0.0, rng(0.0, 1e3))
-    deadline_s: float = setting(2.0, rng(0.001, 600.0))  # client: no call (with retries) takes longer
-    retries: int = setting(2, rng(0, 10))  # client: extra attempts on UNAVAILABLE within the deadline
-    backoff_ms: float = setting(50.0, rng(0.0, 10000.0))  # client: first retry delay, doubled per retry
-    reconnect_max_skip: int = setting(8, rng(0, 1000))  # client: after failures skip 1, 2, 4.. windows, capped
+    host: str = setting("127.0.0.1", doc="bind address; anything but loopback requires a token or TLS")
+    port: int = setting(50051, rng(0, 65535), doc="0: pick a free port")
+    barrier_timeout_s: float = setting(1.0, rng(0.001, 600.0),
+                                       doc="wait this long for the slowest report of a window")
+    idle_run_timeout_s: float = setting(60.0, rng(0.0, None),
+                                        doc="a run silent this long yields to a new one")
+    overhead_ms: float = setting(0.0, rng(0.0, 1e6),
+                                 doc="the simulator's cost of one window's arbitration "
+                                     "(dynamix.cluster.costmodel), added to the virtual clock once per "
+                                     "window: overhead_ms + overhead_ms_per_worker x N workers. 0 and 0: not "
+                                     "modelled. Measured values: docs/usage.md (benchmarks/bench_rpc.py)")
+    overhead_ms_per_worker: float = setting(0.0, rng(0.0, 1e3), doc="see overhead_ms")
+    deadline_s: float = setting(2.0, rng(0.001, 600.0),
+                                doc="client: no report (retries included) takes longer")
+    retries: int = setting(2, rng(0, 10), doc="client: extra attempts on UNAVAILABLE within the deadline")
+    backoff_ms: float = setting(50.0, rng(0.0, 10000.0), doc="client: first retry delay, doubled per retry")
+    reconnect_max_skip: int = setting(8, rng(0, 1000),
+                                      doc="client: after failures skip 1, 2, 4.. windows, capped here")
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9._:%-]{1,253}", self.host):
@@ -568,17 +679,21 @@ class SimConfig:
     """What models learning in a simulated run (:mod:`dynamix.sim`): ``dynamix simulate`` and
     ``evaluate``, the experiments' runs and the agent's episodes on the simulator (``rl.episodes: sim``)."""
 
-    # math: the real model math on the virtual cluster (dynamix.sim.cluster); surrogate: the same clock
-    # and cost model with a fitted model of learning instead (dynamix.sim.surrogate, microseconds a
-    # window; `dynamix fit-surrogate` first). The experiments judge every policy with the math
-    # (dynamix.evaluation.plan): an agent trained on the surrogate is never judged on its own model.
-    backend: str = setting("math", one_of("math", "surrogate"))
-    # The fitted surrogate (`dynamix fit-surrogate`); "": results/surrogate/<model>-w<width>-<optimiser>.json
-    surrogate: str = setting("")
-    # The surrogate's test accuracy: "fitted" = a power law in progress; "measured" = the mean test
-    # accuracy of the experiments' static sweep by epoch and global batch, which fit-surrogate then
-    # also runs at the experiments' own epochs and seeds (dynamix.sim.measured)
-    learning: str = setting("fitted", one_of("fitted", "measured"))
+    backend: str = setting("math", one_of("math", "surrogate"),
+                           doc="math: the real model math on the virtual cluster (dynamix.sim.cluster) | "
+                               "surrogate: the same clock and cost model with a fitted model of learning "
+                               "instead (dynamix.sim.surrogate, microseconds a window; `dynamix "
+                               "fit-surrogate` first). The experiments judge every policy with the math "
+                               "(dynamix.evaluation.plan): an agent trained on the surrogate is never judged "
+                               "on its own model")
+    surrogate: str = setting("",
+                             doc='the fitted surrogate JSON (`dynamix fit-surrogate`); "": '
+                                 "results/surrogate/<model>-w<width>-<optimiser>.json")
+    learning: str = setting("fitted", one_of("fitted", "measured"),
+                            doc="the surrogate's test accuracy: fitted = a power law in progress | measured "
+                                "= the mean test accuracy curves of the experiments' static sweep by epoch "
+                                "and global batch, which fit-surrogate then also runs at the experiments' "
+                                "own epochs and seeds (dynamix.sim.measured)")
 
 
 @dataclass(frozen=True)
@@ -586,16 +701,20 @@ class EvaluationConfig:
     """How a run is judged (:mod:`dynamix.evaluation`, ``docs/protocol.md``): ``dynamix evaluate``, every
     experiment, and the agent's target return (``rl.return_shape: target``)."""
 
-    # Time to target = the first virtual time the test accuracy reaches the target. target_accuracy > 0
-    # fixes it; 0 derives it per cluster as target_fraction x the best policy's mean (over seeds) final
-    # test accuracy in that evaluation.
-    target_accuracy: float = setting(0.0, rng(0.0, 1.0))
-    target_fraction: float = setting(0.9, rng(0.01, 1.0))
-    # How long each evaluated run trains. "time": every policy on a cluster gets the same virtual time,
-    # the static batch.initial run's time for the epoch budget (the agent's training episodes are
-    # budgeted the same way); "epochs": every policy gets the same epochs, so a policy that takes larger
-    # batches stops after fewer updates and may never reach the target.
-    budget: str = setting("time", one_of("time", "epochs"))
+    target_accuracy: float = setting(0.0, rng(0.0, 1.0),
+                                     doc="time to target = the first virtual time the test accuracy reaches "
+                                         "the target. target_accuracy > 0 fixes it; 0 derives it per cluster "
+                                         "as target_fraction x the best policy's mean (over seeds) final "
+                                         "test accuracy in that evaluation")
+    target_fraction: float = setting(0.9, rng(0.01, 1.0),
+                                     doc="target = this x the best policy's mean final test accuracy (when "
+                                         "target_accuracy is 0)")
+    budget: str = setting("time", one_of("time", "epochs"),
+                          doc="how long each evaluated run trains. time: every policy on a cluster gets the "
+                              "same virtual time, the static batch.initial run's time for the epoch budget "
+                              "(the agent's training episodes are budgeted the same way) | epochs: every "
+                              "policy gets the same epochs, so a policy that takes larger batches stops "
+                              "after fewer updates and may never reach the target")
 
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -624,100 +743,137 @@ def recipe_overrides(name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RLConfig:
-    """Training the DYNAMIX agent (:mod:`dynamix.rl`): PPO hyper-parameters, the training workload,
+    """Training the DYNAMIX agent (:mod:`dynamix.rl`, ``dynamix train-policy``): PPO hyper-parameters, the training workload,
     episodes and the domain-randomisation ranges of training clusters (:mod:`dynamix.rl.domain`).
 
     ``recipe`` fills the method's knobs (:data:`RECIPES`) that are left "from the recipe" (``""``, or 0
     for ``timesteps``); on the built object every knob holds its resolved value."""
 
-    # The method: "dynamix" (ours: time return, imbalance T_iter, lb_gap state, LB-BSP warm start) or
-    # "paper" (the paper's state, reward and return, PPO from scratch); sets the knobs of RECIPES.
-    recipe: str = setting("dynamix", one_of(*RECIPES))
-    algo: str = setting("ppo", one_of("ppo", "simple"))  # simple: the paper's no-clip, no-advantage variant
-    # PPO per-worker transitions (one window of one worker each) after the warm start; 0: the recipe's
-    timesteps: int = setting(0, rng(0, None))
-    # The observation layout (dynamix.rl.state.SPECS): "dynamix" (state v4, with lb_gap and the
-    # compute/wait/communication split), "paper" (the paper's features only) or "schedule" (dynamix
-    # plus training progress, learning-rate phase and noise-scale trend: what a batch schedule needs);
-    # "": the recipe's.
-    state: str = setting("", one_of("", "dynamix", "paper", "schedule"))
-    # Memory: the observation is the last frame_stack per-worker observations, newest first, zeros
-    # before the first window (dynamix.rl.state.StateBuilder); 1 = the current window only.
-    frame_stack: int = setting(1, rng(1, 16))
-    # What one decision moves (dynamix.rl.actions): "worker" = each worker's batch by one of
-    # batch.actions (the paper); "global" = the global batch by one factor of GLOBAL_FACTORS per
-    # window, split over the workers by measured speed (LB-BSP's split).
-    action: str = setting("worker", one_of("worker", "global"))
-    n_steps: int = setting(64, rng(2, None))  # windows per worker per rollout: rollout = n_steps * workers
-    batch_size: int = setting(64, rng(2, None))  # PPO minibatch (transitions)
-    n_epochs: int = setting(4, rng(1, 100))  # PPO passes over each rollout (``simple``: always 1)
-    learning_rate: float = setting(3e-4, rng(1e-7, 1.0))
-    gamma: float = setting(0.95, rng(0.0, 1.0))  # discount per window
-    gae_lambda: float = setting(0.95, rng(0.0, 1.0))
-    clip_range: float = setting(0.2, rng(0.01, 10.0))
-    ent_coef: float = setting(0.01, rng(0.0, 1.0))
-    vf_coef: float = setting(0.5, rng(0.0, 10.0))
-    net_arch: tuple[int, ...] = setting((64, 64), rng(1, 4096))  # hidden layers of policy and value nets
-    checkpoint_every: int = setting(1, rng(1, None))  # rollouts between resumable checkpoints
-    # The workload PPO trains on; cheap by design (mlp x0.25: ~38k img/s on one core here).
-    # Empty/0: use model.name / model.width. Evaluating on another workload is a transfer.
-    model: str = setting("mlp")
-    width: float = setting(0.25, rng(0.0, 8.0))
-    # one episode = the virtual time the initial batches need for this many epochs (return_shape: time),
-    # or this many epochs (return_shape: paper, target)
-    episode_epochs: float = setting(1.5, rng(0.01, 1000.0))
-    workers: int = setting(4, rng(1, 256))  # workers per training cluster (fixed: one VecEnv slot each)
-    # Workers per training cluster drawn per episode, log-uniform over [low, high] (rounded): a policy
-    # that meets 2-32 workers in training (rl.action global only: one slot whatever N); (): rl.workers
-    workers_range: tuple[int, ...] = setting((), rng(1, 256))
-    speed: tuple[float, ...] = setting((0.25, 2.0), rng(1e-3, 1e4))  # worker speed range, log-uniform
-    bandwidth_gbps: tuple[float, ...] = setting((0.5, 25.0), rng(1e-4, 1e4))  # per-link, log-uniform
-    latency_ms: tuple[float, ...] = setting((0.01, 1.0), rng(0.0, 1e4))  # per-link, uniform
-    ps_probability: float = setting(0.3, rng(0.0, 1.0))  # chance a training cluster is parameter-server
-    straggler_probability: tuple[float, ...] = setting((0.0, 0.05), rng(0.0, 1.0))  # uniform range
-    jitter: tuple[float, ...] = setting((0.0, 0.1), rng(0.0, 1.0))  # uniform range
-    event_probability: float = setting(0.5, rng(0.0, 1.0))  # chance of one slowdown/bandwidth event
-    fixed_ms: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1e5))  # per-worker fixed ms per iteration, uniform
-    overlap: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1.0))  # ring communication hidden behind backward
-    # T_iter in the reward (dynamix.rl.reward): "iteration" = the synchronous iteration time every worker
-    # pays (shared, the paper's); "imbalance" = the straggler's excess over the second slowest plus the
-    # worker's own wait, as a fraction of the iteration (0 when balanced). imbalance is the default: with
-    # the worker's own busy time PPO learned only to cut every batch to the minimum (docs/journal/rl.md).
-    # "": the recipe's (dynamix: imbalance; paper: iteration).
-    time_signal: str = setting("", one_of("", "iteration", "imbalance"))
-    # How an episode is budgeted and its windows summed (dynamix.rl.reward, dynamix.rl.env).
-    # "time": the episode ends after a fixed virtual time (the initial-batch run's time for
-    # episode_epochs, measured on the first window) and every window's reward is weighted by its
-    # duration, so the return is the time integral of the reward (area under accuracy-vs-time).
-    # "paper": the episode ends after episode_epochs and windows are summed unweighted; with that,
-    # smaller batches mean more windows and so more accuracy terms: the return itself favours them.
-    # "target" (opt-in): the episode trains episode_epochs epochs, as the evaluation at equal epochs does,
-    # and ends early at the target test accuracy; every window costs its duration, all workers alike,
-    # so the return is minus the time to target; a run that misses it pays its time twice.
-    # "": the recipe's (dynamix: time; paper: paper).
-    return_shape: str = setting("", one_of("", "time", "paper", "target"))
-    # Where the agent's training episodes run: "sim" = the calibrated virtual-time simulator, its
-    # learning modelled as every simulated run's is (sim.backend: the model math or the fitted
-    # surrogate); "engine" = real torchrun workers on this machine, the cluster's heterogeneity
-    # emulated, decisions through the gRPC arbitrator (dynamix.sim.engine_cluster). The target return's
-    # reference sweep and every run outside training (simulate, evaluate) are simulated either way.
-    episodes: str = setting("sim", one_of("sim", "engine"))
-    # Before PPO, imitate a heuristic (dynamix.rl.warmstart): "lbbsp" = LB-BSP's load-balancing step read
-    # off the state, for warm_start_timesteps per-worker transitions of teacher episodes, fitted for
-    # warm_start_epochs passes; "none" = PPO from a random policy (the paper's way). lbbsp is the default:
-    # from scratch, which policy PPO reaches in this budget depended mostly on the seed (docs/journal/rl.md).
-    # "": the recipe's (dynamix: lbbsp; paper: none). lbbsp reads lb_gap, so it needs state dynamix.
-    warm_start: str = setting("", one_of("", "none", "lbbsp"))
-    warm_start_timesteps: int = setting(1024, rng(1, None))
-    warm_start_epochs: int = setting(100, rng(1, 1000))
-    warm_start_lr: float = setting(1e-3, rng(1e-7, 1.0))  # Adam step size of the imitation fit
-    # The teacher splits a global batch of warm_start_batch samples by speed, as lbbsp:batch=m does;
-    # 0 = LB-BSP at the current global batch. 512 was selected on a sampled validation set
-    # (docs/journal/rl.md).
-    warm_start_batch: int = setting(512, rng(0, 65536))
-    # Label smoothing of the imitation (dynamix/rl/warmstart.py): this share of each teacher label is
-    # spread over every action, so the warm-started policy still explores; 0 = none
-    warm_start_smoothing: float = setting(0.0, rng(0.0, 1.0))
+    recipe: str = setting("dynamix", one_of(*RECIPES),
+                          doc="the method: dynamix (ours: time return, imbalance T_iter, lb_gap state, "
+                              "LB-BSP warm start) | paper (the paper's state, reward and return, PPO from "
+                              'scratch, no warm start); fills the knobs left "" (or 0) below '
+                              "(config.RECIPES)")
+    algo: str = setting("ppo", one_of("ppo", "simple"),
+                        doc="ppo | simple (the paper's variant: cumulative reward, no clipping, no "
+                            "advantages)")
+    timesteps: int = setting(0, rng(0, None),
+                             doc="PPO per-worker transitions (one window of one worker each) after the warm "
+                                 "start; 0: the recipe's (dynamix 2048, paper 3072)")
+    state: str = setting("", one_of("", "dynamix", "paper", "schedule"),
+                         doc="the observation layout (dynamix.rl.state.SPECS): dynamix (state v4, with "
+                             "lb_gap and the compute/wait/communication split) | paper (the paper's features "
+                             "only) | schedule (dynamix plus training progress, learning-rate phase and "
+                             "noise-scale trend: what a batch schedule needs); \"\": the recipe's")
+    frame_stack: int = setting(1, rng(1, 16),
+                               doc="memory: the observation is the last frame_stack (k) windows' per-worker "
+                                   "observations, newest first, zeros before the first window "
+                                   "(dynamix.rl.state.StateBuilder); 1 = the current window only")
+    action: str = setting("worker", one_of("worker", "global"),
+                          doc="what one decision moves (dynamix.rl.actions): worker = each worker's batch by "
+                              "one of batch.actions (the paper) | global = the global batch by one factor "
+                              "of GLOBAL_FACTORS (x0.5..x2) per window, split over the workers by measured "
+                              "speed (LB-BSP's split)")
+    n_steps: int = setting(64, rng(2, None),
+                           doc="windows per worker per rollout: rollout = n_steps * workers")
+    batch_size: int = setting(64, rng(2, None), doc="PPO minibatch (transitions)")
+    n_epochs: int = setting(4, rng(1, 100), doc="PPO passes over each rollout (simple: always 1)")
+    learning_rate: float = setting(3e-4, rng(1e-7, 1.0), doc="PPO's Adam step size")
+    gamma: float = setting(0.95, rng(0.0, 1.0), doc="discount per window")
+    gae_lambda: float = setting(0.95, rng(0.0, 1.0), doc="GAE lambda")
+    clip_range: float = setting(0.2, rng(0.01, 10.0), doc="PPO ratio clip")
+    ent_coef: float = setting(0.01, rng(0.0, 1.0), doc="entropy bonus weight")
+    vf_coef: float = setting(0.5, rng(0.0, 10.0), doc="value-loss weight")
+    net_arch: tuple[int, ...] = setting((64, 64), rng(1, 4096),
+                                        doc="hidden layers of the policy and value networks")
+    checkpoint_every: int = setting(1, rng(1, None), doc="rollouts between resumable checkpoints")
+    model: str = setting("mlp",
+                         doc="the workload PPO trains on; cheap by design (mlp x0.25: ~38k img/s on one core "
+                             'here). "" / 0: use model.name / model.width. Evaluating on another workload '
+                             "is a transfer")
+    width: float = setting(0.25, rng(0.0, 8.0), doc="channel multiplier of the training workload")
+    episode_epochs: float = setting(1.5, rng(0.01, 1000.0),
+                                    doc="one episode = the virtual time the initial batches need for this "
+                                        "many epochs (return_shape: time), or this many epochs "
+                                        "(return_shape: paper, target)")
+    workers: int = setting(4, rng(1, 256),
+                           doc="workers per randomised training cluster (fixed: one VecEnv slot each)")
+    workers_range: tuple[int, ...] = setting((), rng(1, 256),
+                                             doc="[low, high]: workers per training cluster drawn per "
+                                                 "episode, log-uniform (rounded): a policy that meets 2-32 "
+                                                 "workers in training (rl.action global only: one slot "
+                                                 "whatever N); []: rl.workers")
+    speed: tuple[float, ...] = setting((0.25, 2.0), rng(1e-3, 1e4),
+                                       doc="worker speed range, log-uniform (domain randomisation, "
+                                           "dynamix.rl.domain)")
+    bandwidth_gbps: tuple[float, ...] = setting((0.5, 25.0), rng(1e-4, 1e4),
+                                                doc="per-link bandwidth range, log-uniform")
+    latency_ms: tuple[float, ...] = setting((0.01, 1.0), rng(0.0, 1e4), doc="per-link latency range, uniform")
+    ps_probability: float = setting(0.3, rng(0.0, 1.0), doc="chance a training cluster is a parameter server")
+    straggler_probability: tuple[float, ...] = setting((0.0, 0.05), rng(0.0, 1.0),
+                                                       doc="per-iteration straggler probability range, "
+                                                           "uniform")
+    jitter: tuple[float, ...] = setting((0.0, 0.1), rng(0.0, 1.0),
+                                        doc="per-iteration time jitter range (std of log t), uniform")
+    event_probability: float = setting(0.5, rng(0.0, 1.0),
+                                       doc="chance of one slowdown or bandwidth-drop event per cluster")
+    fixed_ms: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1e5),
+                                          doc="per-worker fixed cost per iteration range (ms), uniform; [0, "
+                                              "0]: not drawn")
+    overlap: tuple[float, ...] = setting((0.0, 0.0), rng(0.0, 1.0),
+                                         doc="share of ring communication hidden behind the backward pass, "
+                                             "range, uniform; [0, 0]: not drawn")
+    time_signal: str = setting("", one_of("", "iteration", "imbalance"),
+                               doc="T_iter in the reward (dynamix.rl.reward): iteration = the synchronous "
+                                   "iteration time every worker pays (shared, the paper's) | imbalance = the "
+                                   "straggler's excess over the second slowest plus the worker's own wait, "
+                                   "as a fraction of the iteration (0 when balanced). imbalance is the "
+                                   "default: with the worker's own busy time PPO learned only to cut every "
+                                   "batch to the minimum (docs/journal/rl.md). \"\": the recipe's (dynamix: "
+                                   "imbalance; paper: iteration)")
+    return_shape: str = setting("", one_of("", "time", "paper", "target"),
+                                doc="how an episode is budgeted and its windows summed (dynamix.rl.reward, "
+                                    "dynamix.rl.env). time: the episode ends after a fixed virtual time (the "
+                                    "initial-batch run's time for episode_epochs, measured on the first "
+                                    "window) and every window's reward is weighted by its duration, so the "
+                                    "return is the time integral of the reward (area under accuracy-vs-time) "
+                                    "| paper: the episode ends after episode_epochs and windows are summed "
+                                    "unweighted; with that, smaller batches mean more windows and so more "
+                                    "accuracy terms: the return itself favours them | target (opt-in): the "
+                                    "episode trains episode_epochs epochs, as the evaluation at equal epochs "
+                                    "does, and ends early at the target test accuracy; every window costs "
+                                    "its duration, all workers alike, so the return is minus the time to "
+                                    "target; a run that misses it pays its time twice. \"\": the recipe's "
+                                    "(dynamix: time; paper: paper)")
+    episodes: str = setting("sim", one_of("sim", "engine"),
+                            doc="where the agent's training episodes run: sim = the calibrated virtual-time "
+                                "simulator, its learning modelled as every simulated run's is (sim.backend: "
+                                "the model math or the fitted surrogate) | engine = real torchrun workers on "
+                                "this machine, the cluster's heterogeneity emulated, decisions through the "
+                                "gRPC arbitrator (dynamix.sim.engine_cluster). The target return's reference "
+                                "sweep and every run outside training (simulate, evaluate) are simulated "
+                                "either way")
+    warm_start: str = setting("", one_of("", "none", "lbbsp"),
+                              doc="before PPO, imitate a heuristic (dynamix.rl.warmstart): lbbsp = LB-BSP's "
+                                  "load-balancing step read off the state, for warm_start_timesteps "
+                                  "per-worker transitions of teacher episodes, fitted for warm_start_epochs "
+                                  "passes | none = PPO from a random policy (the paper's way, from scratch). "
+                                  "lbbsp is the default: from scratch, which policy PPO reaches in this "
+                                  "budget depended mostly on the seed (docs/journal/rl.md). "
+                                  "\"\": the recipe's (dynamix: lbbsp; paper: none). lbbsp reads lb_gap, so it "
+                                  "needs state dynamix (or schedule)")
+    warm_start_timesteps: int = setting(1024, rng(1, None),
+                                        doc="teacher transitions (per worker) for the imitation")
+    warm_start_epochs: int = setting(100, rng(1, 1000), doc="passes of the imitation fit")
+    warm_start_lr: float = setting(1e-3, rng(1e-7, 1.0), doc="Adam step size of the imitation fit")
+    warm_start_batch: int = setting(512, rng(0, 65536),
+                                    doc="the teacher splits a global batch of this many samples by speed, as "
+                                        "lbbsp:batch=m does; 0 = LB-BSP at the current global batch. 512 "
+                                        "was selected on a sampled validation set (docs/journal/rl.md)")
+    warm_start_smoothing: float = setting(0.0, rng(0.0, 1.0),
+                                          doc="label smoothing of the imitation (dynamix.rl.warmstart): this "
+                                              "share of each teacher label is spread over every action, so "
+                                              "the warm-started policy still explores; 0 = none")
 
     def __post_init__(self) -> None:
         chosen = RECIPES.get(self.recipe)
@@ -744,13 +900,17 @@ class ExecutorConfig:
     The section is in no DVC stage's params and out of :meth:`Config.hash` (:data:`UNHASHED`), so the
     results, ``dvc.lock`` and resumption do not depend on it."""
 
-    # local: this machine, experiments.jobs processes (``dynamix evaluate --jobs``); ray: every run a Ray
-    # task of one CPU (one GPU when train.device is cuda), the driver keeping the run cache and the outputs
-    kind: str = setting("local", one_of("local", "ray"))
-    # ray: the cluster's head as HOST:PORT (``ray start --head`` prints it); "": $RAY_ADDRESS, else a Ray
-    # started for this process on this machine's loopback with experiments.jobs CPUs
-    address: str = setting("")
-    dashboard: bool = setting(False)  # ray: the dashboard of a Ray started here (a cluster's: ray start's flag)
+    kind: str = setting("local", one_of("local", "ray"),
+                        doc="local: this machine, experiments.jobs processes (`dynamix evaluate --jobs`) | "
+                            "ray: every run a Ray task of one CPU (one GPU when train.device is cuda), the "
+                            'driver keeping the run cache and the outputs (docs/usage.md "Sweeps on a Ray '
+                            'cluster")')
+    address: str = setting("",
+                           doc="ray: the cluster's head as HOST:PORT (`ray start --head` prints it); \"\": "
+                               "$RAY_ADDRESS, else a Ray started for this process on this machine's loopback "
+                               "with experiments.jobs CPUs")
+    dashboard: bool = setting(False,
+                              doc="ray: the dashboard of a Ray started here (a cluster's: ray start's flag)")
 
 
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
@@ -802,7 +962,8 @@ keeps its stage records, checkpoints and policy artifacts."""
 class Config:
     """Every section of ``params.yaml``. ``profile`` records which profile produced it."""
 
-    profile: str = setting("default")
+    profile: str = setting("default", doc="the profile in force, one of `profiles` below (a built config "
+                                          "records it)")
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
