@@ -68,13 +68,13 @@ browser: setup
 # dvc.yaml from the stages' table (dynamix/pipeline/stages.py) and the import graph (tools/dvcgen.py):
 # after an import or a read setting changes; tests/test_dvc_deps.py fails until it is rerun.
 dvc-yaml: $(STAMP)
-	$(PY) tools/dvcgen.py
+	$(PY) -m tools.dvcgen
 
 # params.yaml's base sections (above `profiles:`) from the dataclasses of dynamix/config.py, each setting's
 # default and doc (tools/paramsgen.py): after a setting is added, documented or given a new default;
 # tests/test_config.py fails until it is rerun. The profiles are kept as written.
 params-yaml: $(STAMP)
-	$(PY) tools/paramsgen.py
+	$(PY) -m tools.paramsgen
 
 lock:
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact pins for every package in .venv (pip freeze). Regenerate: make lock. Mirrored by environment.yml.' > requirements.lock

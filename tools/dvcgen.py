@@ -1,7 +1,7 @@
 """Write ``dvc.yaml`` from the stages' table and the import graph, so each stage depends on what it reads.
 
-    python tools/dvcgen.py            # rewrite dvc.yaml (make dvc-yaml)
-    python tools/dvcgen.py --check    # exit 1, showing the difference, when dvc.yaml is not what it writes
+    python -m tools.dvcgen            # rewrite dvc.yaml (make dvc-yaml)
+    python -m tools.dvcgen --check    # exit 1, showing the difference, when dvc.yaml is not what it writes
 
 Per stage (:data:`dynamix.pipeline.runner.STAGES`, one notebook each):
 
@@ -22,9 +22,7 @@ import, a new key in the table or a new output cannot go undeclared.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import difflib
 import functools
 import json
 import re
@@ -35,6 +33,7 @@ from pathlib import Path
 import grimp
 
 from dynamix import paths
+from tools import generated
 from dynamix.pipeline import notebooks, stages
 
 PACKAGE = "dynamix"
@@ -345,22 +344,7 @@ def render(graph: grimp.ImportGraph | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/dvcgen.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when dvc.yaml differs from its output")
-    args = parser.parse_args(argv)
-    target = paths.ROOT / "dvc.yaml"
-    text = render()
-    if args.check:
-        if target.read_text() == text:
-            return 0
-        diff = difflib.unified_diff(target.read_text().splitlines(), text.splitlines(), "dvc.yaml",
-                                    "tools/dvcgen.py", lineterm="", n=1)
-        print("\n".join(list(diff)[:40]), file=sys.stderr)
-        print("dvc.yaml is stale: run `make dvc-yaml` (python tools/dvcgen.py)", file=sys.stderr)
-        return 1
-    target.write_text(text)
-    print(target)
-    return 0
+    return generated.main(argv, paths.ROOT / "dvc.yaml", lambda _: render(), "dvcgen", "dvc-yaml", __doc__)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Write ``params.yaml``'s base sections from the dataclasses of :mod:`dynamix.config`.
 
-    python tools/paramsgen.py            # rewrite params.yaml's base (make params-yaml)
-    python tools/paramsgen.py --check    # exit 1, showing the difference, when it is not what this writes
+    python -m tools.paramsgen            # rewrite params.yaml's base (make params-yaml)
+    python -m tools.paramsgen --check    # exit 1, showing the difference, when it is not what this writes
 
 Everything before the ``profiles:`` key is written here: the header, ``profile`` (its value kept from the
 file, the profile in force) and every section of :class:`dynamix.config.Config` with every field at its
@@ -16,9 +16,7 @@ setting documented or given a new default in ``dynamix/config.py`` cannot leave 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import difflib
 import json
 import re
 import sys
@@ -29,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from dynamix import config, paths
+from tools import generated
 
 WIDTH = 110
 """The longest line written (the project's line length)."""
@@ -112,23 +111,7 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/paramsgen.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when params.yaml differs from its output")
-    args = parser.parse_args(argv)
-    target = Path(paths.PARAMS)
-    now = target.read_text()
-    text = render(now)
-    if args.check:
-        if now == text:
-            return 0
-        diff = difflib.unified_diff(now.splitlines(), text.splitlines(), "params.yaml", "tools/paramsgen.py",
-                                    lineterm="", n=1)
-        print("\n".join(list(diff)[:40]), file=sys.stderr)
-        print("params.yaml is stale: run `make params-yaml` (python tools/paramsgen.py)", file=sys.stderr)
-        return 1
-    target.write_text(text)
-    print(target)
-    return 0
+    return generated.main(argv, Path(paths.PARAMS), render, "paramsgen", "params-yaml", __doc__)
 
 
 if __name__ == "__main__":
