@@ -217,6 +217,21 @@ def test_200_workers_of_one_run_wait_at_the_barrier_on_default_settings_without_
     assert all(list(a.batch_sizes) == [96] * n and a.batch_size == 96 and not a.late for a in answers)
 
 
+def test_an_answer_sent_as_shared_bytes_plus_its_rank_part_parses_as_the_whole_message():
+    """The servicer encodes a window's shared answer once and appends each rank's own fields: every
+    rank, late or not, must read exactly the message built whole for it."""
+    from dynamix.rpc.arbitrator import Answer
+    from dynamix.rpc.server import ArbitratorServicer
+
+    servicer = ArbitratorServicer(Arbitrator(make_policy("static:64")))
+    sizes = (32, 1024, 96, 512)
+    for rank, late in ((0, False), (1, True), (3, False)):
+        answer = Answer(7, sizes[rank], 1.25, sizes, (2,), late)
+        got = pb.ReportWindowResponse.FromString(servicer._answer_bytes(answer))
+        assert got == convert.answer_to_pb(answer)
+        assert (got.batch_size, got.late, list(got.batch_sizes)) == (sizes[rank], late, list(sizes))
+
+
 def test_a_second_arbitrator_on_a_port_in_use_refuses_to_start():
     with local_server(make_policy("static:64")) as first:
         with pytest.raises(OSError, match="in use"):

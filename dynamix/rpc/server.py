@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hmac
-import inspect
 import ipaddress
 import logging
 import socket
@@ -76,15 +76,18 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
         self._answers: dict[int, tuple[tuple[int, ...], pb.ReportWindowResponse]] = {}
 
     async def Register(self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext) -> pb.RegisterResponse:
-        return await _handle(context, request, lambda: convert.welcome_to_pb(
-            self.arbitrator.register(convert.registration_from_pb(request))))
+        try:
+            return convert.welcome_to_pb(self.arbitrator.register(convert.registration_from_pb(_parsed(request))))
+        except Exception as exc:
+            await _reject(context, exc)
 
-    async def ReportWindow(self, request: pb.ReportWindowRequest,
-                           context: grpc.aio.ServicerContext) -> pb.ReportWindowResponse:
-        async def run() -> pb.ReportWindowResponse:
-            for part in ("worker", "global_view"):
-                if not request.HasField(part):
-                    raise InvalidArgument(f"{part} is required")
+    async def ReportWindow(self, request: pb.ReportWindowRequest, context: grpc.aio.ServicerContext) -> bytes:
+        """Every worker's call of every window: one coroutine frame, no closure (its cost is what the
+        arbitrator adds to a bare gRPC call, benchmarks/bench_rpc.py)."""
+        try:
+            request = _parsed(request)
+            if not (request.HasField("worker") and request.HasField("global_view")):
+                raise InvalidArgument(f"{'global_view' if request.HasField('worker') else 'worker'} is required")
             worker, glob = convert.report_from_pb(request)
             result = self.arbitrator.submit(request.session_id, request.run_id, worker, glob)
             while isinstance(result, Pending):
@@ -93,13 +96,17 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
                     await self._closed(result)
                 else:
                     result = answer
-            return self._answer_pb(result)
-
-        return await _handle(context, request, run)
+            return self._answer_bytes(result)
+        except Exception as exc:
+            await _reject(context, exc)
 
     async def Leave(self, request: pb.LeaveRequest, context: grpc.aio.ServicerContext) -> pb.LeaveResponse:
-        return await _handle(context, request, lambda: pb.LeaveResponse(
-            remaining_workers=self.arbitrator.leave(request.session_id, request.run_id, request.rank)))
+        try:
+            request = _parsed(request)
+            return pb.LeaveResponse(remaining_workers=self.arbitrator.leave(request.session_id, request.run_id,
+                                                                            request.rank))
+        except Exception as exc:
+            await _reject(context, exc)
 
     async def _closed(self, pending: Pending) -> None:
         """Until ``pending``'s barrier closes: a future per waiting report, all resolved together by
@@ -122,18 +129,30 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
         except Exception:  # abandoned, or the policy failed: the barrier closed all the same
             pass
 
-    def _answer_pb(self, answer: Answer) -> pb.ReportWindowResponse:
-        """The window's answer, built once per decision (its vector holds a size per worker) and copied."""
+    def _answer_bytes(self, answer: Answer) -> bytes:
+        """The window's answer as wire bytes: the part every rank shares (its vector holds a size per
+        worker, so N ranks would otherwise copy and encode N^2 sizes a window) encoded once per decision,
+        then this rank's own ``batch_size`` and ``late``. A protobuf parser merges concatenated
+        encodings, a later singular field replacing an earlier one, and the shared part leaves both
+        unset, so the bytes parse as the one message built whole."""
         held = self._answers.get(id(answer.batch_sizes))
         if held is None or held[0] is not answer.batch_sizes:
             while len(self._answers) >= 16:
                 self._answers.pop(next(iter(self._answers)))
-            held = self._answers[id(answer.batch_sizes)] = (
-                answer.batch_sizes, convert.answer_to_pb(dataclasses.replace(answer, batch_size=0, late=False)))
-        msg = pb.ReportWindowResponse()
-        msg.CopyFrom(held[1])
-        msg.batch_size, msg.late = answer.batch_size, answer.late
-        return msg
+            shared = convert.answer_to_pb(dataclasses.replace(answer, batch_size=0, late=False))
+            held = self._answers[id(answer.batch_sizes)] = (answer.batch_sizes, shared.SerializeToString())
+        return held[1] + _own_part(answer.batch_size, answer.late)
+
+
+@functools.lru_cache(maxsize=4096)
+def _own_part(batch_size: int, late: bool) -> bytes:
+    """The encoding of one rank's fields of an answer (a few bytes; a handful of distinct values)."""
+    return pb.ReportWindowResponse(batch_size=batch_size, late=late).SerializeToString()
+
+
+def _serialize(message: Any) -> bytes:
+    """A response's wire bytes: a message encoded, bytes already encoded passed through."""
+    return message if isinstance(message, bytes) else message.SerializeToString()
 
 
 def _resolve_soon(loop: asyncio.AbstractEventLoop, waiters: list[asyncio.Future]) -> None:
@@ -170,29 +189,31 @@ def add_servicer(servicer: ArbitratorServicer, server: grpc.aio.Server) -> None:
     """``add_ArbitratorServicer_to_server`` with deserializers that never raise (see :class:`_Unparseable`)."""
     handlers = {}
     for method in pb.DESCRIPTOR.services_by_name["Arbitrator"].methods:
-        request, response = getattr(pb, method.input_type.name), getattr(pb, method.output_type.name)
+        request = getattr(pb, method.input_type.name)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             getattr(servicer, method.name), request_deserializer=_lenient(request.FromString),
-            response_serializer=response.SerializeToString)
+            response_serializer=_serialize)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
 
 
-async def _handle(context: grpc.aio.ServicerContext, request: Any, fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` (awaited when it is a coroutine function); turn rejections into status codes
-    (``context.abort`` raises, so it runs last)."""
-    try:
-        if isinstance(request, _Unparseable):
-            raise InvalidArgument(f"the request's bytes are not this method's message ({request.error})")
-        return await fn() if inspect.iscoroutinefunction(fn) else fn()
-    except InvalidArgument as exc:
+def _parsed(request: Any) -> Any:
+    """``request``, or INVALID_ARGUMENT when its bytes did not parse (:func:`_lenient`)."""
+    if isinstance(request, _Unparseable):
+        raise InvalidArgument(f"the request's bytes are not this method's message ({request.error})")
+    return request
+
+
+async def _reject(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    """End the call with the status ``exc`` maps to (``context.abort`` raises, so it runs last)."""
+    if isinstance(exc, InvalidArgument):
         code, message = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
-    except FailedPrecondition as exc:
+    elif isinstance(exc, FailedPrecondition):
         code, message = grpc.StatusCode.FAILED_PRECONDITION, str(exc)
         context.set_trailing_metadata(((REASON_METADATA_KEY, f"REJECT_REASON_{exc.reason}"),))
-    except PolicyFailure as exc:
+    elif isinstance(exc, PolicyFailure):
         code, message = grpc.StatusCode.INTERNAL, str(exc)
-    except Exception as exc:  # a bug here must cost one call, not the service
-        log.exception("arbitrator: unexpected error")
+    else:  # a bug here must cost one call, not the service
+        log.error("arbitrator: unexpected error", exc_info=exc)
         code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
     log.debug("rejected: %s %s", code.name, message)
     await context.abort(code, message)
