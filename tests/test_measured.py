@@ -47,6 +47,21 @@ def test_table_is_the_mean_curve_of_each_constant_batch_and_ignores_moving_runs(
         measured.accuracy_table(run_rows("moving", [128, 256], [0.1, 0.2]), epochs=2.0)
 
 
+def test_schedule_errors_read_a_moving_run_against_the_table_at_each_memory(cfg):
+    model = _measured_model(cfg)  # 128: 0.2 -> 0.6 over 10 epochs, 1024: 0.1 -> 0.4
+    small = list(np.linspace(0.2, 0.6, 10))
+    runs = pd.concat([run_rows("const", [128] * 10, small),  # the table's own curve: no error at any m
+                      run_rows("switch", [1024] * 5 + [128] * 5, small)])  # large early, then the small batch's curve
+    errors = measured.schedule_errors(model, runs, memories=(0, 4), after_epoch=6.0).set_index(["run_id", "memory_epochs"])
+    assert not errors.loc[("const", 0.0), "moving"] and errors.loc[("switch", 0.0), "moving"]
+    for m in (0.0, 4.0):
+        assert errors.loc[("const", m), ["bias", "mae", "final_error"]].abs().max() < 1e-6  # the table: 6 decimals
+    # no memory: after the switch the table reads the small batch's curve, which the run follows
+    assert abs(errors.loc[("switch", 0.0), "bias"]) < 1e-6
+    # a memory of 4 epochs still remembers part of 1024 after the switch: it predicts less than the run did
+    assert errors.loc[("switch", 4.0), "bias"] < -0.01 and errors.loc[("switch", 4.0), "final_error"] < 0
+
+
 def _measured_model(cfg):
     runs = pd.concat([run_rows("small", [128] * 10, list(np.linspace(0.2, 0.6, 10))),
                       run_rows("large", [1024] * 10, list(np.linspace(0.1, 0.4, 10)))])

@@ -64,6 +64,39 @@ def accuracy_table(runs: pd.DataFrame, epochs: float) -> tuple[tuple[float, ...]
     return tuple(float(e) for e in grid), tuple(math.log2(b) for b in batches), table
 
 
+def schedule_errors(model: ProgressModel, runs: pd.DataFrame, memories: tuple[float, ...] = (0, 2, 4, 8, 16, 32),
+                    after_epoch: float = 0.0) -> pd.DataFrame:
+    """How well the table reads real runs whose batch moves, at each memory m in ``memories``.
+
+    Per run of ``runs`` (``runs.csv`` rows) and m: the table's accuracy at every tested window's end,
+    the effective batch relaxed window by window as the surrogate does (:meth:`ProgressModel.effective_log2b`),
+    against the run's test accuracy. Columns: ``run_id``, ``moving`` (its global batch changes),
+    ``memory_epochs``, ``bias`` (mean predicted - real over the tests after ``after_epoch``), ``mae``
+    and ``final_error`` (predicted - real at the last test). Read on a profile's validation runs: which m
+    the schedules a policy takes would have the surrogate charge right."""
+    rows = []
+    for run_id, run in runs.groupby("run_id", sort=False):
+        windows = run.drop_duplicates("window").sort_values("window")
+        batch, epoch = windows["global_batch"].to_numpy(float), windows["epoch"].to_numpy(float)
+        acc = windows["test_acc"].to_numpy(float)
+        tested = ~np.isnan(acc)
+        if not tested.any():
+            continue
+        late, last = tested & (epoch >= after_epoch), np.flatnonzero(tested)[-1]
+        for m in memories:
+            at = dataclasses.replace(model, memory_epochs=float(m))
+            eff, before, predicted = math.nan, 0.0, []
+            for b, e in zip(batch, epoch):
+                eff, before = at.effective_log2b(eff, math.log2(b), e - before), e
+                predicted.append(at.table_accuracy(e, eff))
+            error = np.asarray(predicted) - acc
+            rows.append({"run_id": run_id, "moving": len(set(batch)) > 1, "memory_epochs": float(m),
+                         "bias": float(error[late].mean()) if late.any() else math.nan,
+                         "mae": float(np.abs(error[late]).mean()) if late.any() else math.nan,
+                         "final_error": float(error[last])})
+    return pd.DataFrame(rows, columns=["run_id", "moving", "memory_epochs", "bias", "mae", "final_error"])
+
+
 def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float) -> ProgressModel:
     """``model`` with the measured accuracy of ``runs`` over ``epochs`` epochs (:func:`accuracy_table`)
     and :data:`MEMORY_EPOCHS`; the batches and runs used go into its provenance."""
