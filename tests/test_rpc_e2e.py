@@ -114,10 +114,17 @@ def test_killing_the_arbitrator_mid_run_loses_nothing_and_decisions_resume_after
     assert summary["iterations"] == max_iters and list(used) == list(range(max_iters // k))
     assert used[1] == (48, 48)  # the first arbitrator's decision was used
     assert restarted_at < max(used) - 20, "restart came too late in the run to observe resumption"
-    resumed = [t for t in used if t > restarted_at and used[t] == (80, 80)]
-    assert resumed, f"decisions never resumed after the restart at window {restarted_at}: {used}"
-    assert all(used[t] == (80, 80) for t in range(resumed[0], max(used) + 1))
-    assert all(used[t] == (48, 48) for t in range(1, resumed[0]))  # fail-open kept the size meanwhile
+    # each rank keeps the first arbitrator's size (fail-open) until it reaches the restarted one, then
+    # takes its size for good; the ranks reconnect on their own back-off, so for a window they may
+    # differ (every rank trains with the gathered vector of the sizes each took: (80, 48) is consistent)
+    switched = []
+    for r in range(n):
+        sizes = [used[t][r] for t in range(1, max(used) + 1)]
+        assert 80 in sizes, f"rank {r}'s decisions never resumed after the restart at window {restarted_at}: {used}"
+        first = sizes.index(80)
+        assert set(sizes[:first]) == {48} and set(sizes[first:]) == {80}, (r, used)
+        switched.append(first + 1)
+    assert min(switched) > restarted_at and max(switched) - min(switched) <= 2, (switched, used)
     text = log_path.read_text()
     warnings = re.findall(r"WARNING dynamix\.rpc\.client: arbitrator .* failed on", text)
     assert len(warnings) == n, text[-3000:]  # one warning per worker for the whole outage

@@ -91,11 +91,10 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
             worker, glob = convert.report_from_pb(request)
             result = self.arbitrator.submit(request.session_id, request.run_id, worker, glob)
             while isinstance(result, Pending):
-                answer = self.arbitrator.collect(result)
-                if answer is None:
+                barrier = result.barrier
+                if barrier.outcome is None and not barrier.abandoned:  # open: wait (the last report closed it)
                     await self._closed(result)
-                else:
-                    result = answer
+                result = self.arbitrator.collect(result) or result
             return self._answer_bytes(result)
         except Exception as exc:
             await _reject(context, exc)

@@ -103,15 +103,34 @@ GLOBAL_RANGES: dict[str, dict] = {
 NAN_ALLOWED = frozenset({"test_acc", "test_loss"})  # NaN until the first evaluation (schema default)
 
 
-_READ = {id(r): (operator.attrgetter(*r), [(*m["range"], name in NAN_ALLOWED) for name, m in r.items()])
-         for r in (WORKER_RANGES, GLOBAL_RANGES)}
+class _Fast:
+    """One pass over a message's fields in C when every value is in range (every report of every window
+    comes here): the fields that must not be NaN through ``operator.le`` over their bounds (NaN and
+    wrong types fail it), the NaN-allowed ones apart. Any failure sends the message to the slow loop
+    of :func:`_check`, which names the field."""
+
+    def __init__(self, ranges: dict[str, dict]) -> None:
+        plain = [n for n in ranges if n not in NAN_ALLOWED]
+        nan_ok = [n for n in ranges if n in NAN_ALLOWED]
+        self.read = operator.attrgetter(*plain)
+        self.lo, self.hi = (tuple(ranges[n]["range"][i] for n in plain) for i in (0, 1))
+        self.nan = [(operator.attrgetter(n), *ranges[n]["range"]) for n in nan_ok]
+
+    def ok(self, obj: object) -> bool:
+        values = self.read(obj)
+        if not (all(map(operator.le, self.lo, values)) and all(map(operator.le, values, self.hi))):
+            return False
+        return all(lo <= v <= hi or v != v for get, lo, hi in self.nan for v in (get(obj),))
+
+
+_FAST = {id(r): _Fast(r) for r in (WORKER_RANGES, GLOBAL_RANGES)}
 
 
 def _check(prefix: str, obj: object, ranges: dict[str, dict]) -> None:
-    if id(ranges) in _READ:  # every report of every window comes here: one pass of comparisons when all is well
-        read, bounds = _READ[id(ranges)]
-        try:  # NaN compares False: v != v is the NaN test
-            if all(lo <= v <= hi or (nan_ok and v != v) for v, (lo, hi, nan_ok) in zip(read(obj), bounds)):
+    fast = _FAST.get(id(ranges))
+    if fast is not None:
+        try:
+            if fast.ok(obj):
                 return
         except TypeError:
             pass  # a value of the wrong type: the loop below names it
