@@ -476,27 +476,66 @@ class CompressionExperiment:
     on communication-bound clusters (:mod:`dynamix.experiments.compression`, docs/compression.md)."""
 
     clusters: tuple[str, ...] = setting(("clusters/sparse-comm-4.yaml",),
-                                        doc="communication-bound for the workload: compression must have "
-                                            "something to save")
+                                        doc="every policy runs on these: communication-bound for the "
+                                            "workloads, so compression has something to save")
+    static_clusters: tuple[str, ...] = setting(("clusters/links-1g-4.yaml", "clusters/links-10g-4.yaml"),
+                                               doc="the static policies alone run on these: the links "
+                                                   "benchmark's rings at its measured speeds (1 and 10 Gbit/s, "
+                                                   "docs/expected/links.json), where links.csv says whether "
+                                                   "compression changes the best static batch")
+    static_seeds: int = setting(1, rng(0, 1000),
+                                doc="seeds of each run on static_clusters (0: experiments.seeds); one keeps "
+                                    "the default profile quick")
     policies: tuple[str, ...] = setting(("dynamix", "static:64", "static:256", "lbbsp", "gns"),
                                         doc="policy specs, each run without and with engine.compression = "
                                             "lhc; dynamix is the policy_training stage's agent (trained on "
-                                            "rl.model: applied to this workload unchanged, a transfer)")
-    model: str = setting("ncf",
-                         doc="the workload: the embedding model ncf on the interaction data, whose gradients "
-                             "are sparse ...")
-    width: float = setting(1.0, rng(0.0625, 8.0), doc="... at this width ...")
-    dataset: str = setting("interactions", one_of("cifar10", "interactions", "tokens"),
-                           doc="... on the interaction data (ncf needs interactions, lstm-lm tokens, every "
-                               "other model cifar10)")
+                                            "rl.model: applied to these workloads unchanged, a transfer)")
+    workloads: tuple[str, ...] = setting(("ncf",),
+                                         doc="MODEL[@WIDTH] each, on its data set (ncf: interactions, lstm-lm: "
+                                             "tokens, every other model cifar10); ncf and lstm-lm have sparse "
+                                             "gradients")
     epochs: float = setting(2.0, rng(0.0, 10000.0),
                             doc="every run's budget in epochs (0: experiments.epochs)")
 
     def __post_init__(self) -> None:
-        if ID_DATASETS.get(self.model, "cifar10") != self.dataset:
-            raise ConfigError(f"experiments.compression.model = {self.model!r} with dataset = {self.dataset!r} is "
-                              "not allowed: ncf trains on interactions, lstm-lm on tokens, every other model on "
-                              "cifar10")
+        if not self.workloads:
+            raise ConfigError("experiments.compression.workloads is empty: name at least one, e.g. [ncf]")
+        names = [f"{model}@{width:g}" for model, width, _ in self.parse_workloads(self.workloads)]
+        if len(set(names)) < len(names):
+            raise ConfigError(f"experiments.compression.workloads = {brief(list(self.workloads))} names a "
+                              "workload twice: list each once")
+        if not self.clusters and not self.static_clusters:
+            raise ConfigError("experiments.compression.clusters and static_clusters are both empty: name a "
+                              "cluster to run on")
+        both = sorted(set(self.clusters) & set(self.static_clusters))
+        if both:
+            raise ConfigError(f"experiments.compression.static_clusters repeats {', '.join(both)} of clusters: "
+                              "list a cluster in one of them")
+        if self.static_clusters and not any(STATIC_POLICY.fullmatch(p) for p in self.policies):
+            raise ConfigError("experiments.compression.static_clusters run the static:B policies of policies, "
+                              f"and policies = {brief(list(self.policies))} has none: add one or set "
+                              "static_clusters: []")
+
+    @staticmethod
+    def parse_workloads(workloads: tuple[str, ...]) -> list[tuple[str, float, str]]:
+        """(model, width, data set) of each entry of ``workloads`` (:attr:`workloads`), in order; a
+        malformed entry is a :class:`ConfigError` naming the field and the form."""
+        out = []
+        for i, text in enumerate(workloads):
+            model, _, width = text.strip().partition("@")
+            try:
+                w = float(width) if width else 1.0
+            except ValueError:
+                w = math.nan
+            if not model or not 0.0625 <= w <= 8.0:
+                raise ConfigError(f"experiments.compression.workloads[{i}] = {brief(text)} must look like "
+                                  "MODEL[@WIDTH] with WIDTH in [0.0625, 8.0], e.g. ncf or lstm-lm@0.5")
+            out.append((model, w, ID_DATASETS.get(model, "cifar10")))
+        return out
+
+
+STATIC_POLICY = re.compile(r"static:(\d+)")
+"""A static policy spec with its batch size (``static:64``), what the compression experiment ranks."""
 
 
 @dataclass(frozen=True)
@@ -918,19 +957,34 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "w
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),
-                                                                             "tune_global_batches": (256, 384, 512, 640, 768)}}
+                                                                             "tune_global_batches": (256, 384, 512, 640, 768)},
+                                           # the compression stage's workload list at ncf alone (its single
+                                           # workload before the list) and its static clusters at their
+                                           # defaults: runs a profile's stage adds there are a change of the
+                                           # stage's code (rerun it by name), its policies keep their hashes
+                                           "experiments.compression": {
+                                               "workloads": ("ncf",), "static_seeds": 1,
+                                               "static_clusters": ("clusters/links-1g-4.yaml", "clusters/links-10g-4.yaml")}}
 """Settings added after configs were hashed, left out of :meth:`Config.hash` at these values (the
 behaviour from before they existed): stage records, checkpoints and policy artifacts keep their hashes.
 The evaluation run cache's key has its own table (:data:`dynamix.evaluation.cache.NEUTRAL`): its
 settings were added at other times, and an entry moved from one to the other would change stored hashes."""
 
 HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64},
-                                           "rl": {"warm_start_grow": 1.0, "warm_start_workers": ()}}
+                                           "rl": {"warm_start_grow": 1.0, "warm_start_workers": ()},
+                                           "experiments.compression": {"model": "ncf", "width": 1.0,
+                                                                       "dataset": "interactions"}}
 """Settings removed after configs were hashed, hashed at their last value so earlier hashes hold, and
 accepted at that value alone when a stored config is built again (:func:`build`), so the configs that
 policy artifacts and run folders carry still build (``arbitrator.max_threads``: the asyncio arbitrator
 holds no thread per waiting worker; ``rl.warm_start_grow`` and ``rl.warm_start_workers``: teacher
-variants the ablations dropped, docs/journal/rl.md)."""
+variants the ablations dropped, docs/journal/rl.md; ``experiments.compression``'s single workload:
+:data:`REMOVED_FOR` names what replaced it). A dotted section names a subsection."""
+
+REMOVED_FOR: dict[str, str] = {f"experiments.compression.{key}": "experiments.compression.workloads (MODEL[@WIDTH] "
+                                                                 "each, its data set implied)"
+                               for key in ("model", "width", "dataset")}
+"""What replaced a :data:`HASH_REMOVED` setting, named when a config sets it to another value."""
 
 HASH_MOVED: dict[str, str | dict[str, dict[str, str]]] = {
     "rl.surrogate": "sim.surrogate",
@@ -1006,7 +1060,11 @@ class Config:
                 node = node[key]
             node[last] = {k: v for k, v in node[last].items() if k not in neutral or v != neutral[k]}
         for section, removed in HASH_REMOVED.items():
-            tree[section] = {**removed, **tree[section]}
+            *parents, last = section.split(".")
+            node = tree
+            for key in parents:
+                node = node[key]
+            node[last] = {**removed, **node[last]}
         blob = json.dumps(tree, sort_keys=True, default=list).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -1210,13 +1268,23 @@ def _without_removed(cls: type, data: Mapping[str, Any], prefix: str) -> Mapping
     At its last value a removed setting asks for what the code still does, so it is dropped (a stored
     config still builds); at any other value it asks for behaviour that no longer exists: ConfigError."""
     removed = HASH_REMOVED.get(prefix, {})
-    if not removed or typing.get_type_hints(Config).get(prefix) is not cls:
+    if not removed or _section_type(prefix) is not cls:
         return data
     for key in sorted(removed.keys() & data.keys()):
         if not _same(data[key], removed[key]):
-            raise ConfigError(f"{prefix}.{key} = {brief(data[key])} is not allowed: the setting was removed "
-                              f"(a stored config may hold only its last value, {json.dumps(removed[key])})")
+            successor = REMOVED_FOR.get(f"{prefix}.{key}")
+            raise ConfigError(f"{prefix}.{key} = {brief(data[key])} is not allowed: the setting was removed"
+                              + (f", replaced by {successor}" if successor else "")
+                              + f" (a stored config may hold only its last value, {json.dumps(removed[key])})")
     return {k: v for k, v in data.items() if k not in removed}
+
+
+def _section_type(dotted: str) -> Any:
+    """The dataclass of :class:`Config`'s section (or subsection, dotted) ``dotted``; None if none."""
+    typ: Any = Config
+    for key in dotted.split("."):
+        typ = typing.get_type_hints(typ).get(key) if dataclasses.is_dataclass(typ) else None
+    return typ
 
 
 def build(cls: type, data: Mapping[str, Any] | None, prefix: str = "") -> Any:

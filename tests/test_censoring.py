@@ -112,7 +112,7 @@ def test_the_tuned_batch_never_wins_by_missing():
 def test_compression_never_calls_the_missing_setting_faster():
     rows = []
     for comp, (t, total) in {"none": (10.0, 20.0), "lhc": (math.nan, 6.0)}.items():
-        rows += [{"cluster": "c", "compression": comp, "policy": "static:32", "seed": s, "time_to_target_s": t,
+        rows += [{"workload": "w", "cluster": "c", "compression": comp, "policy": "static:32", "seed": s, "time_to_target_s": t,
                   "total_time_s": total, "mean_global_batch": 128.0, "compression_ratio": 4.0} for s in SEEDS]
     r = compression.lhc_vs_none(pd.DataFrame(rows), 0.95, 0.03).iloc[0]
     assert r["ratio"] > 1 and r["verdict"] == "does not hold"

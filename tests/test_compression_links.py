@@ -24,14 +24,16 @@ RECORD = {
     "agg_speedup_unshaped_1pct": 0.9, "agg_speedup_2workers_1gbps_1pct": 9.0,  # no rate / other N: left out
     "iter_speedup_1gbps_ncf": 2.0, "model_iter_speedup_1gbps_ncf": 2.2, "iter_speedup_1gbps_lstm_lm": 1.6,
 }  # fmt: skip
-LINKS = {"fast-1g": ("ring", 1.0), "slow-025": ("ring", 0.25), "one-static": ("ps", 1.0)}
+LINKS = {"fast-1g": compression.ClusterLink("ring", 1.0, 4), "slow-025": compression.ClusterLink("ring", 0.25, 4),
+         "one-static": compression.ClusterLink("ps", 1.0, 4)}
 NAN = math.nan
 DROP = object()
 """A field left out of a record."""
 
 
-def _runs(cluster: str, compression: str, policy: str, times: list[float], total: float = 40.0) -> list[dict]:
-    return [{"cluster": cluster, "compression": compression, "policy": policy, "seed": seed,
+def _runs(cluster: str, compression: str, policy: str, times: list[float], total: float = 40.0,
+          workload: str = "ncf") -> list[dict]:
+    return [{"workload": workload, "cluster": cluster, "compression": compression, "policy": policy, "seed": seed,
              "time_to_target_s": t, "total_time_s": total} for seed, t in enumerate(times)]
 
 
@@ -51,15 +53,15 @@ def per_run() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _row(table: pd.DataFrame, arch: str, gbps: float, density: float | None) -> pd.Series:
+def _row(table: pd.DataFrame, arch: str, gbps: float, density: float | None, workload: str = "ncf") -> pd.Series:
     d = table["density"].isna() if density is None else table["density"] == density
-    rows = table[(table["arch"] == arch) & (table["gbps"] == gbps) & d]
+    rows = table[(table["workload"] == workload) & (table["arch"] == arch) & (table["gbps"] == gbps) & d]
     assert len(rows) == 1, rows
     return rows.iloc[0]
 
 
 def test_measured_links_sit_beside_the_model_and_each_clusters_best_static_batch():
-    table = compression.links_table(RECORD, per_run(), LINKS, "ncf")
+    table = compression.links_table(RECORD, per_run(), LINKS)
     assert list(table.columns) == compression.LINK_COLUMNS
     assert len(table) == 5  # ring 0.25 (simulated), ring 1 x 2 densities, ring 10, ps 1
 
@@ -88,19 +90,55 @@ def test_measured_links_sit_beside_the_model_and_each_clusters_best_static_batch
     assert ps["best_batch_none"] == 64 and pd.isna(ps["best_changes"]) and math.isnan(ps["margin_none"])
 
 
+def test_each_workload_has_its_own_rows_best_batch_density_and_censoring_horizon():
+    """lstm-lm beside ncf: its own measured iteration speed-up, its own best static batch and merged
+    density at it, and its long runs (400 s) on slow-025 do not stretch the horizon at which ncf's
+    misses there count (40 s: the workload and the cluster make one cell)."""
+    lstm = [
+        *_runs("slow-025", "none", "static:64", [100, 100], 400, "lstm-lm"),
+        *_runs("slow-025", "none", "static:256", [300, 300], 400, "lstm-lm"),
+        *_runs("slow-025", "lhc", "static:64", [50, 50], 400, "lstm-lm"),
+        *_runs("slow-025", "lhc", "static:256", [NAN, 60], 400, "lstm-lm"),
+    ]  # fmt: skip
+    runs = pd.concat([per_run(), pd.DataFrame(lstm)], ignore_index=True)
+    density = pd.DataFrame([
+        {"workload": "ncf", "batch_per_worker": 64, "workers": 4, "density_merged": 0.02},
+        {"workload": "ncf", "batch_per_worker": 256, "workers": 4, "density_merged": 0.05},
+        {"workload": "lstm-lm", "batch_per_worker": 64, "workers": 4, "density_merged": 0.04},
+        {"workload": "lstm-lm", "batch_per_worker": 64, "workers": 8, "density_merged": 0.07},  # another N
+    ])  # fmt: skip
+    table = compression.links_table(RECORD, runs, LINKS, density)
+    assert list(table.columns) == compression.LINK_COLUMNS
+    assert list(dict.fromkeys(table["workload"])) == ["ncf", "lstm-lm"]
+
+    r = _row(table, "ring", 1.0, 0.01, "lstm-lm")  # measured, its own speed-up; no lstm-lm run at 1 Gbit/s
+    assert r["coverage"] == "measured only" and r["iter_speedup"] == 1.6 and math.isnan(r["model_iter_speedup"])
+    slow = _row(table, "ring", 0.25, None, "lstm-lm")
+    assert (slow["best_batch_none"], slow["best_batch_lhc"], slow["best_changes"]) == (64, 64, False)
+    assert slow["margin_lhc"] == pytest.approx(((400 + 60) / 2) / 50)  # its miss counted at its own 400 s
+    assert (slow["merged_density_none"], slow["merged_density_lhc"]) == (0.04, 0.04)
+
+    ncf = _row(table, "ring", 1.0, 0.01)
+    assert (ncf["best_batch_none"], ncf["best_batch_lhc"], ncf["iter_speedup"]) == (256, 64, 2.0)
+    assert (ncf["merged_density_none"], ncf["merged_density_lhc"]) == (0.05, 0.02)
+    assert _row(table, "ring", 0.25, None)["margin_none"] == pytest.approx(30 / 25)  # ncf's horizon: 40 s
+    assert _row(table, "ps", 1.0, 0.01)["merged_density_lhc"] == 0.02
+    assert math.isnan(_row(table, "ring", 10.0, 0.01)["merged_density_lhc"])  # measured only: no batch
+
+
 def test_links_csv_is_written_with_its_documented_columns_and_summary_values(tmp_path):
     record = tmp_path / "links.json"
     record.write_text(json.dumps(RECORD))
     specs = [compression.cluster.homogeneous(4, bandwidth_gbps=1.0)]
     runs = per_run().replace({"cluster": {"fast-1g": specs[0].name}})
     runs = runs[runs["cluster"] == specs[0].name]
-    table = compression.write_links(runs, specs, "ncf", tmp_path, record)
+    table = compression.write_links(runs, specs, tmp_path, record_path=record)
     written = pd.read_csv(tmp_path / "links.csv")
     assert list(written.columns) == compression.LINK_COLUMNS and len(written) == len(table) == 4
     for col in compression.LINK_COLUMNS:
         assert f"``{col}``" in compression.__doc__, f"{col} is not documented in the module docstring"
     best = compression.best_batches(table)
-    assert best == {specs[0].name: {"none": 256, "lhc": 64, "changes": True}}
+    assert best == {"ncf": {specs[0].name: {"arch": "ring", "gbps": 1.0, "none": 256, "lhc": 64, "changes": True}}}
     json.dumps(best)  # plain values for summary.json
 
 
@@ -109,8 +147,8 @@ def test_cluster_link_is_the_slowest_link_on_the_reductions_path():
         {"count": 2, "bandwidth_gbps": 10.0}, {"count": 1, "bandwidth_gbps": 1.0}]})
     ps = compression.cluster.from_dict({"name": "p", "architecture": {"kind": "ps", "server_bandwidth_gbps": 0.5},
                                         "workers": [{"count": 2, "bandwidth_gbps": 1.0}]})
-    assert compression.cluster_link(ring) == ("ring", 1.0)
-    assert compression.cluster_link(ps) == ("ps", 0.5)
+    assert compression.cluster_link(ring) == ("ring", 1.0, 3)
+    assert compression.cluster_link(ps) == ("ps", 0.5, 2)
 
 
 def test_a_missing_record_leaves_the_simulated_clusters_and_one_log_line(tmp_path, caplog):
@@ -118,7 +156,7 @@ def test_a_missing_record_leaves_the_simulated_clusters_and_one_log_line(tmp_pat
     specs = [compression.cluster.homogeneous(4, bandwidth_gbps=1.0)]
     runs = per_run().replace({"cluster": {"fast-1g": specs[0].name}})
     runs = runs[runs["cluster"] == specs[0].name]
-    table = compression.write_links(runs, specs, "ncf", tmp_path, tmp_path / "absent.json")
+    table = compression.write_links(runs, specs, tmp_path, record_path=tmp_path / "absent.json")
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "absent.json" in warnings[0].getMessage()
     assert list(table["coverage"]) == ["simulated only"] and table["agg_speedup"].isna().all()
@@ -158,5 +196,5 @@ def test_a_record_without_a_link_with_a_rate_or_not_an_object_is_refused(tmp_pat
 def test_the_committed_record_is_read_and_says_where_it_came_from():
     record = compression.read_links()
     assert "bench_links.py" in record["source"]
-    r = _row(compression.measured_links(record, "ncf"), "ring", 1.0, 0.01)
+    r = _row(compression.measured_links(record, "ncf").assign(workload="ncf"), "ring", 1.0, 0.01)
     assert (r["agg_speedup"], r["model_agg_speedup"], r["iter_speedup"]) == (4.534, 4.569, 2.024)

@@ -181,6 +181,7 @@ OUTS: dict[str, tuple[str, str]] = {
       - results/compression/runs.csv
       - results/compression/summary.csv
       - results/compression/compression.csv
+      - results/compression/density.csv
       - results/compression/links.csv
       - results/compression/manifest.json
       - results/figures/compression
@@ -204,6 +205,7 @@ plots:
   - results/figures/claims/claims.png
   - results/figures/ablation/ablation.png
   - results/figures/compression/compression.png
+  - results/figures/compression/density.png
 """
 
 

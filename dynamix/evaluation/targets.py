@@ -84,7 +84,7 @@ def with_targets(per_run: pd.DataFrame, runs: pd.DataFrame, cfg: Config, by: lis
     return pd.concat(parts).sort_index()
 
 
-CELL_KEYS = ("cluster", "optimizer", "n_workers", "pair", "backend")
+CELL_KEYS = ("workload", "cluster", "optimizer", "n_workers", "pair", "backend")
 """The columns that name a comparison's cell: the runs that share one target and one censoring
 horizon. A per-run summary is grouped by those of them it has."""
 

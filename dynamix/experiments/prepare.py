@@ -4,7 +4,7 @@
    use, and records per-class counts: a silently unbalanced subset would skew every accuracy.
 2. Reports the simulator's compute model t(b) = a_m + c_m b (:mod:`dynamix.sim.calibrate`) of every
    model the experiments simulate: the experiments' workload, the RL training workload (``rl.model``),
-   both sides of each transfer pair and the compression experiment's workload. It reads the committed
+   both sides of each transfer pair and the compression experiment's workloads. It reads the committed
    reference calibrations (``calibrations/``) and measures nothing, so every rerun of a commit has the
    same virtual clock; a missing one stops the stage with the ``dynamix calibrate`` command that makes it.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from dynamix import io
-from dynamix.config import Config
+from dynamix.config import CompressionExperiment, Config
 from dynamix.data import load_cifar10
 from dynamix.evaluation import plan
 from dynamix.pipeline.manifest import write_manifest
@@ -38,7 +38,7 @@ NAME = "prepare"
 def models_used(cfg: Config) -> list[tuple[str, float]]:
     """(name, width) of every model a simulated experiment trains, in first-use order: the
     experiments' workload, the RL training workload, both sides of every transfer pair, the
-    compression experiment's workload."""
+    compression experiment's workloads."""
     workload = plan.sim_config(cfg).model
     used = [(workload.name, workload.width)]
     if cfg.rl.model:
@@ -46,7 +46,8 @@ def models_used(cfg: Config) -> list[tuple[str, float]]:
     for pair in cfg.experiments.transfer.pairs:
         for side in plan.parse_pair(pair):
             used.append((side.model, side.width))
-    used.append((cfg.experiments.compression.model, cfg.experiments.compression.width))
+    compressed = CompressionExperiment.parse_workloads(cfg.experiments.compression.workloads)
+    used.extend((model, width) for model, width, _ in compressed)
     return list(dict.fromkeys(used))
 
 

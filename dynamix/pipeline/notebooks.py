@@ -86,14 +86,18 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
     ),
     NotebookSpec(
         "08_compression", "compression", "Batch-size policies with lossless gradient compression",
-        "On a communication-bound cluster, static batch sizes, LB-BSP, GNS and the DYNAMIX agent train the "
-        "sparse workload (ncf on the interaction data) with and without lossless homomorphic compression "
-        "(`engine.compression: lhc`, arXiv 2402.07529): time to target, the global batch each policy "
-        "chooses, and each policy's time with compression over its time without (paired by seed). The "
-        "agent is the policy_training stage's, trained on another workload (a transfer). Last, the "
-        "measured links (`docs/expected/links.json`) beside the cost model's predictions and each "
-        "simulated cluster's best static batch with and without compression (`links.csv`).",
+        "On a communication-bound cluster, static batch sizes, LB-BSP, GNS and the DYNAMIX agent train each "
+        "sparse workload (`experiments.compression.workloads`: ncf on the interaction data, lstm-lm on the "
+        "token stream) with and without lossless homomorphic compression (`engine.compression: lhc`, arXiv "
+        "2402.07529): time to target, the global batch each policy chooses, and each policy's time with "
+        "compression over its time without (paired by seed); the static batch sizes also run on the links "
+        "benchmark's rings at 1 and 10 Gbit/s (`static_clusters`). The agent is the policy_training stage's, "
+        "trained on another workload (a transfer). Then each workload's gradient density and bytes per "
+        "iteration by batch size (`density.csv`), and the measured links (`docs/expected/links.json`) beside "
+        "the cost model's predictions and each simulated cluster's best static batch with and without "
+        "compression (`links.csv`).",
         ('pd.read_csv(results / "compression" / "compression.csv")',
+         'pd.read_csv(results / "compression" / "density.csv")',
          'pd.read_csv(results / "compression" / "links.csv")'),
     ),
 )

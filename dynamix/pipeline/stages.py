@@ -63,7 +63,7 @@ evaluate do not read ``sim``."""
 READS: dict[str, Reads] = {
     "prepare": Reads(
         params=("data", "model", *WORKLOAD, "rl.model", "rl.width", "experiments.transfer.pairs",
-                "experiments.compression.model", "experiments.compression.width"),
+                "experiments.compression.workloads"),
         files=("data/cifar10-mini.tar.gz", "calibrations"),
     ),
     "baselines": Reads(
@@ -115,7 +115,7 @@ READS: dict[str, Reads] = {
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "docs/expected/ablation"),
     ),
     "compression": Reads(
-        # its own workload (experiments.compression.model on its dataset); rl.model names the agent's
+        # its own workloads (experiments.compression.workloads); rl.model names the agent's
         params=(*SIMULATED_RUN, *EXPERIMENT_RUNS, "experiments.tie_margin", "experiments.compression",
                 "experiments.policy_training.name", "rl.model", "rl.width", *TARGET, *BUDGET),
         files=("clusters", "calibrations", "results/policies", "docs/expected/links.json"),
