@@ -913,6 +913,12 @@ class RLConfig:
                                           doc="label smoothing of the imitation (dynamix.rl.warmstart): this "
                                               "share of each teacher label is spread over every action, so "
                                               "the warm-started policy still explores; 0 = none")
+    residual_span: float = setting(0.0, rng(0.0, 64.0),
+                                   doc="residual control around the teacher (rl.action global only; "
+                                       "dynamix.rl.actions): the global batch starts at warm_start_batch "
+                                       "(split equally) and stays within [m / s, m x s] for this s >= 1, "
+                                       "so doing nothing is lbbsp:batch=m; 0 = none (the run's initial "
+                                       "batch, the whole range)")
 
     def __post_init__(self) -> None:
         chosen = RECIPES.get(self.recipe)
@@ -927,6 +933,10 @@ class RLConfig:
         if self.workers_range and self.action != "global":
             raise ConfigError(f"rl.workers_range = {list(self.workers_range)} needs rl.action = 'global' (one slot "
                               f"whatever the worker count); rl.action = {self.action!r} has one slot per worker")
+        if self.residual_span and (self.residual_span < 1.0 or self.action != "global" or not self.warm_start_batch):
+            raise ConfigError(f"rl.residual_span = {self.residual_span} must be 0 (none) or at least 1, with "
+                              f"rl.action = 'global' (now {self.action!r}) and rl.warm_start_batch > 0 (now "
+                              f"{self.warm_start_batch}), the global batch it starts at")
         if self.warm_start == "lbbsp" and self.state not in ("dynamix", "schedule"):
             raise ConfigError(
                 f"rl.warm_start = 'lbbsp' reads lb_gap, which rl.state = {self.state!r} does not observe: "
@@ -953,7 +963,8 @@ class ExecutorConfig:
 
 
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
-                                                  "warm_start_smoothing": 0.0, "workers_range": ()},
+                                                  "warm_start_smoothing": 0.0, "workers_range": (),
+                                                  "residual_span": 0.0},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),

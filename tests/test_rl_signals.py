@@ -19,7 +19,7 @@ from dynamix.cluster import homogeneous
 from dynamix.config import ConfigError, OptimConfig
 from dynamix.policies.base import Bounds, PolicyContext, make_policy
 from dynamix.rl.actions import GLOBAL_FACTORS, ActionScheme
-from dynamix.rl.artifact import artifact_paths, load_policy
+from dynamix.rl.artifact import PolicyArtifactError, artifact_paths, load_policy
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
 from dynamix.rl.learn import train_policy
 from dynamix.rl.state import FEATURE_NAMES, OBS_DIM, SPECS, StateBuilder, apply_actions
@@ -136,6 +136,26 @@ def test_global_action_scales_the_global_batch_and_splits_it_by_speed():
                                                                       (-100, -25, 0, 25, 100), BOUNDS)
 
 
+def test_a_residual_span_starts_at_the_teachers_batch_and_keeps_every_decision_around_it():
+    scheme = ActionScheme.of("global", (0,), BOUNDS, anchor=512, span=1.5)
+    assert scheme.limits == (342, 768) and scheme.initial(4) == (128,) * 4 and scheme.initial(3) == (171, 171, 170)
+    assert scheme.initial(1) == (512,) and ActionScheme.of("global", (0,), BOUNDS).initial(4) is None
+    workers = [worker(i, 128, compute=c) for i, c in enumerate((10.0, 20.0, 40.0, 80.0))]  # B = 512, speeds 8:4:2:1
+    # doing nothing is LB-BSP's split of the teacher's batch; x2 and x0.5 stop at the span's edges
+    assert sum(scheme.apply(workers, [scheme.stay])) == 512
+    assert sum(scheme.apply(workers, [GLOBAL_FACTORS.index(2.0)])) == 768
+    assert sum(scheme.apply(workers, [GLOBAL_FACTORS.index(0.5)])) == 342
+    assert sum(scheme.apply(workers, [GLOBAL_FACTORS.index(1.25)])) == 640
+    # the span never takes a worker outside the bounds: 2 workers hold at most 2 x 1024 whatever the span
+    assert ActionScheme.of("global", (0,), BOUNDS, anchor=4096, span=2.0).initial(2) == (1024, 1024)
+    with pytest.raises(ValueError, match="needs rl.action = 'global'"):
+        ActionScheme.of("worker", (-25, 0, 25), BOUNDS, anchor=512, span=2.0)
+    with pytest.raises(ConfigError, match=r"rl.residual_span = 2.0 .*rl.action = 'global' \(now 'worker'\)"):
+        config.load(overrides={"rl": {"residual_span": 2.0}})
+    with pytest.raises(ConfigError, match=r"rl.residual_span = 0.5 must be 0 \(none\) or at least 1"):
+        config.load(overrides={"rl": {"residual_span": 0.5, "action": "global"}})
+
+
 def test_global_teacher_moves_the_global_batch_towards_its_target():
     workers = [worker(i, 64) for i in range(4)]  # B = 256
     row = ActionScheme.of("global", (0,), BOUNDS).view(StateBuilder(BOUNDS, "dynamix").observe(workers, window(workers)))
@@ -167,6 +187,8 @@ def test_the_new_settings_at_their_defaults_keep_the_config_hash():
     assert (cfg.hash(), cpu.hash()) == ("9da821755bef", "09518d80d260")
     assert config.load(overrides={"rl": {"frame_stack": 2}}).hash() != config.load().hash()
     assert config.load(overrides={"rl": {"action": "global"}}).hash() != config.load().hash()
+    spanned = config.load(overrides={"rl": {"action": "global", "residual_span": 2.0}}).hash()
+    assert spanned != config.load(overrides={"rl": {"action": "global"}}).hash()
     assert config.load(overrides={"experiments": {"target_levels": [0.8]}}).hash() != config.load().hash()
 
 
@@ -201,6 +223,24 @@ def test_round_trip_schedule_state_frame_stack_and_global_action_on_the_simulato
     with pytest.raises(ConfigError, match="rl.frame_stack = 2"):
         train_policy(dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, frame_stack=1)), "ft",
                      init=str(zip_path), out_dir=tmp_path, cost=cost, progress=False)
+
+
+def test_a_policy_trained_with_a_residual_span_starts_and_stays_within_it_wherever_it_runs(tmp_path):
+    cost = tiny_cost()
+    cfg = rl_cfg(state="schedule", action="global", residual_span=1.25, warm_start_batch=48, n_steps=8,
+                 timesteps=8, warm_start="lbbsp", warm_start_timesteps=8, warm_start_epochs=2)
+    zip_path = train_policy(cfg, "span", out_dir=tmp_path, cost=cost, progress=False)
+    json_path = artifact_paths(zip_path)[1]
+    meta = json.loads(json_path.read_text())
+    assert meta["residual"] == {"anchor": 48, "span": 1.25}
+    windows = _simulated_sizes(zip_path, cfg, cost)  # 2 workers: the span [39, 60] within 2 x [8, 64]
+    assert windows[0] == (24, 24) and len(windows) >= 3
+    assert all(39 <= sum(w) <= 60 for w in windows)
+    # a residual entry that is not a start and a span is refused, not half-loaded
+    for bad in ({"anchor": 48}, {"anchor": 48, "span": 0.5}, {"anchor": "48", "span": 1.25}, [48, 1.25]):
+        json_path.write_text(json.dumps({**meta, "residual": bad}))
+        with pytest.raises(PolicyArtifactError, match="residual = .*must be"):
+            load_policy(zip_path)
 
 
 def test_round_trip_on_the_surrogate(tmp_path):

@@ -21,6 +21,14 @@ independent of worker order and count; its reward is the mean of the workers' re
 transition per window, whose action alone moved the batch: no slot is credited for a vote that was
 not applied (the alternative, N voting slots with worker 0's vote applied, would feed PPO N - 1
 transitions per window whose actions changed nothing).
+
+``rl.residual_span`` s > 0 (residual control around the teacher's rule): the global batch starts at the
+teacher's m = ``rl.warm_start_batch`` (split equally in the first window, as ``lbbsp:batch=m`` starts)
+and every decision is clamped to [m / s, m s]. Doing nothing is then the rule ``lbbsp:batch=m``, the
+strongest heuristic on the validation clusters, and the agent learns only how far from it to go and
+when. Why a bound and not only the start: the surrogate the agent trains on overrates schedules that
+peak high early (about 1.5 points of final accuracy per doubling of the peak over the real math,
+docs/journal/rl.md), so the span caps what that error can buy.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
+from dynamix.config import Config
 from dynamix.metrics.schema import WorkerWindow
 from dynamix.policies.allocation import allocate
 from dynamix.policies.base import Bounds
@@ -43,16 +52,19 @@ GLOBAL_FACTORS = (0.5, 0.8, 1.0, 1.25, 2.0)
 
 
 def split_global(batch_sizes: Sequence[int], factor: float, compute_ms: Sequence[float],
-                 bounds: Bounds) -> tuple[int, ...]:
+                 bounds: Bounds, limits: tuple[int, int] | None = None) -> tuple[int, ...]:
     """B' = clamp(round(factor B), N x bounds) split with b_i proportional to b_i / compute_i.
 
     ``compute_ms``: each worker's compute time per iteration in the window that just ran at
     ``batch_sizes``; c_i = compute_i / b_i ms per sample is its speed's inverse, and
     :func:`~dynamix.policies.allocation.allocate` with a_i = 0 gives b_i = B' / (c_i sum_j 1/c_j),
-    clamped to the bounds and rounded to integers that sum to B'."""
+    clamped to the bounds and rounded to integers that sum to B'. ``limits``: a narrower [low, high]
+    for B' (the residual span), within N x bounds."""
     b = np.asarray(batch_sizes, dtype=np.float64)
     n = len(b)
     lo, hi = bounds.global_range(n)
+    if limits is not None:
+        lo, hi = max(lo, min(limits[0], hi)), min(hi, max(limits[1], lo))
     target = int(min(max(round(factor * float(b.sum())), lo), hi))
     per_sample = np.maximum(np.asarray(compute_ms, dtype=np.float64), EPS) / np.maximum(b, 1.0)
     return allocate(target, [0.0] * n, per_sample.tolist(), bounds.min, bounds.max)
@@ -61,19 +73,42 @@ def split_global(batch_sizes: Sequence[int], factor: float, compute_ms: Sequence
 @dataclass(frozen=True)
 class ActionScheme:
     """``rl.action``'s decision: ``kind`` (:data:`ACTIONS`) and its ``choices`` (``worker``: the
-    additive steps ``batch.actions``; ``global``: :data:`GLOBAL_FACTORS`)."""
+    additive steps ``batch.actions``; ``global``: :data:`GLOBAL_FACTORS`); ``anchor`` and ``span``: the
+    residual span's start m and bound s (module docstring; 0: none)."""
 
     kind: str
     choices: tuple[float, ...]
     bounds: Bounds
+    anchor: int = 0
+    span: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in ACTIONS:
             raise ValueError(f"rl.action = {self.kind!r} is not allowed: must be one of {', '.join(map(repr, ACTIONS))}")
+        if self.anchor and (self.kind != "global" or self.span < 1.0):
+            raise ValueError(f"a residual span (anchor {self.anchor}, span {self.span}) needs rl.action = 'global' "
+                             "and a span of at least 1")
 
     @classmethod
-    def of(cls, kind: str, worker_steps: Sequence[int], bounds: Bounds) -> "ActionScheme":
-        return cls(kind, tuple(worker_steps) if kind == "worker" else GLOBAL_FACTORS, bounds)
+    def of(cls, kind: str, worker_steps: Sequence[int], bounds: Bounds, anchor: int = 0,
+           span: float = 0.0) -> "ActionScheme":
+        return cls(kind, tuple(worker_steps) if kind == "worker" else GLOBAL_FACTORS, bounds, anchor, span)
+
+    @property
+    def limits(self) -> tuple[int, int] | None:
+        """[m / s, m s], the global batches the residual span allows (before the bounds); None without one."""
+        if not self.anchor:
+            return None
+        return math.ceil(self.anchor / self.span - 1e-9), math.floor(self.anchor * self.span + 1e-9)
+
+    def initial(self, n_workers: int) -> tuple[int, ...] | None:
+        """The first window's sizes under a residual span: m split equally (nothing is known of the
+        speeds yet), held by the bounds; None without a span (the run's own initial batch)."""
+        if not self.anchor:
+            return None
+        lo, hi = self.bounds.global_range(n_workers)
+        total = min(max(self.anchor, lo), hi)
+        return allocate(total, [0.0] * n_workers, [1.0] * n_workers, self.bounds.min, self.bounds.max)
 
     @property
     def stay(self) -> int:
@@ -101,4 +136,12 @@ class ActionScheme:
         a = int(actions[0])
         if not 0 <= a < len(self.choices):
             raise ValueError(f"action {a} is out of range: must be in [0, {len(self.choices) - 1}]")
-        return split_global(sizes, self.choices[a], [w.compute_ms for w in workers], self.bounds)
+        return split_global(sizes, self.choices[a], [w.compute_ms for w in workers], self.bounds, self.limits)
+
+
+def scheme_of(cfg: Config) -> ActionScheme:
+    """What the agent of ``cfg`` decides (``rl.action``, its residual span): the one place training and
+    the policy artifact build it."""
+    span = cfg.rl.residual_span
+    return ActionScheme.of(cfg.rl.action, cfg.batch.actions, Bounds(cfg.batch.min, cfg.batch.max),
+                           cfg.rl.warm_start_batch if span else 0, span)

@@ -37,7 +37,7 @@ from dynamix import io, paths
 from dynamix.config import Config
 from dynamix.errors import InputFileError
 from dynamix.policies.base import Bounds
-from dynamix.rl.actions import ACTIONS, ActionScheme
+from dynamix.rl.actions import ACTIONS, ActionScheme, scheme_of
 from dynamix.rl.algos import ALGOS, build, check_recipe, recipe_of
 from dynamix.rl.state import SPECS, StateBuilder, StateSpec, spec_for_version
 
@@ -78,7 +78,7 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
     zip_path, json_path = artifact_paths(path)
     save_tensors(model, zip_path)
     spec = SPECS[cfg.rl.state]
-    scheme = ActionScheme.of(cfg.rl.action, cfg.batch.actions, Bounds(cfg.batch.min, cfg.batch.max))
+    scheme = scheme_of(cfg)
     meta = {
         "format": FORMAT,
         "recipe": cfg.rl.recipe,
@@ -88,6 +88,7 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
         "frame_stack": cfg.rl.frame_stack,
         "action": scheme.kind,
         "action_choices": list(scheme.choices),
+        **({"residual": {"anchor": scheme.anchor, "span": scheme.span}} if scheme.anchor else {}),
         "actions": list(cfg.batch.actions),
         "bounds": {"min": cfg.batch.min, "max": cfg.batch.max},
         "window": cfg.batch.window,
@@ -158,6 +159,13 @@ def read_meta(path: str | os.PathLike, formats: tuple[str, ...] = (FORMAT,)) -> 
     if not (isinstance(choices, list) and 1 <= len(choices) <= 1024):
         raise PolicyArtifactError(f"policy metadata {json_path}: action_choices = {str(choices)[:200]}, must be a "
                                   "list of 1 to 1024 steps")
+    r = meta.get("residual")
+    if r is not None and not (isinstance(r, dict) and meta.get("action") == "global"
+                              and type(r.get("anchor")) is int and 1 <= r["anchor"] <= 1 << 20
+                              and type(r.get("span")) in (int, float) and 1.0 <= r["span"] <= 64.0):
+        raise PolicyArtifactError(f"policy metadata {json_path}: residual = {str(r)[:200]}, must be "
+                                  "{anchor: an integer in [1, 1048576], span: a number in [1, 64]} on a policy "
+                                  "with action 'global'")
     why = check_recipe(meta.get("learner")) if meta["format"] == FORMAT else None
     if why:
         raise PolicyArtifactError(f"policy metadata {json_path}: {why}")
@@ -258,8 +266,10 @@ def _choices(meta: dict[str, Any]) -> list:
 
 
 def action_scheme(meta: dict[str, Any], bounds: Bounds) -> ActionScheme:
-    """What a validated artifact's decisions move, with the choices it was trained on."""
-    return ActionScheme(meta.get("action", "worker"), tuple(_choices(meta)), bounds)
+    """What a validated artifact's decisions move, with the choices (and residual span) it was trained on."""
+    r = meta.get("residual") or {}
+    return ActionScheme(meta.get("action", "worker"), tuple(_choices(meta)), bounds, int(r.get("anchor", 0)),
+                        float(r.get("span", 0.0)))
 
 
 def observer(meta: dict[str, Any], bounds: Bounds, epochs: float = 0.0, base_lr: float = 0.0) -> StateBuilder:

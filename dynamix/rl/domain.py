@@ -101,7 +101,7 @@ HELD_ASIDE = 0x5A1D
 integer (gymnasium's ``np_random(seed)``), so ``SeedSequence([seed, HELD_ASIDE])`` is another stream."""
 
 
-def horizon_iters(epochs: float, n_train: int, n_workers: int, batch: int) -> int:
+def horizon_iters(epochs: float, n_train: int, n_workers: int, batch: float) -> int:
     """Iterations of a run of ``epochs`` epochs at per-worker batch ``batch``: the window events start in."""
     return max(1, int(epochs * n_train / (n_workers * batch)))
 

@@ -56,7 +56,7 @@ from dynamix.policies import make_policy
 from dynamix.policies.base import Bounds
 from dynamix.rl.domain import draw_workers, horizon_iters, sample_cluster
 from dynamix.rl.reward import PART_NAMES, target_parts, time_weighted, worker_rewards
-from dynamix.rl.actions import ActionScheme
+from dynamix.rl.actions import scheme_of
 from dynamix.rl.state import SPECS, StateBuilder
 from dynamix.sim import progress
 from dynamix.sim.cluster import ClusterClock, calibrated_cost
@@ -142,7 +142,7 @@ class DynamixEnv(gym.Env):
         self.steps = tuple(cfg.batch.actions)
         self.state_spec = SPECS[cfg.rl.state]  # rl.state: the observation layout (dynamix.rl.state.SPECS)
         self.state = state_builder(cfg, self.bounds)
-        self.scheme = ActionScheme.of(cfg.rl.action, self.steps, self.bounds)  # rl.action: what a decision moves
+        self.scheme = scheme_of(cfg)  # rl.action: what a decision moves (and rl.residual_span)
         self.n_slots = self.scheme.slots(self.n_workers)
         self.observation_space = gym.spaces.Box(
             np.tile(self.state.low, (self.n_slots, 1)), np.tile(self.state.high, (self.n_slots, 1)),
@@ -172,7 +172,9 @@ class DynamixEnv(gym.Env):
         if self.specs:
             return self.specs[self.episode % len(self.specs)]
         n = draw_workers(self.cfg.rl, self.np_random)  # rl.workers, or one count per episode (rl.workers_range)
-        horizon = horizon_iters(self.cfg.rl.episode_epochs, self.n_train, n, self.cfg.batch.initial)
+        first = self.scheme.initial(n)  # what the run starts at: the residual span's start, else batch.initial
+        per_worker = sum(first) / n if first else self.cfg.batch.initial
+        horizon = horizon_iters(self.cfg.rl.episode_epochs, self.n_train, n, per_worker)
         return sample_cluster(self.cfg.rl, self.np_random, horizon, name=f"train-{self.episode}", n_workers=n)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -184,7 +186,8 @@ class DynamixEnv(gym.Env):
         self.close()
         self.cluster = self._new_cluster(spec, run_seed)
         self.state.reset()
-        self.batch_sizes = tuple(self.bounds.clamp(self.cfg.batch.initial) for _ in range(self.n_workers))
+        self.batch_sizes = (self.scheme.initial(self.n_workers)
+                            or tuple(self.bounds.clamp(self.cfg.batch.initial) for _ in range(self.n_workers)))
         self._elapsed_s, self.ref_window_s, self.budget_s = 0.0, math.inf, math.inf
         self.reached = False
         obs, _, info = self._window()

@@ -52,6 +52,11 @@ class DynamixPolicy(BatchSizePolicy):
             raise ConfigError(f"{self.name}: {exc}") from None
         self.scheme = action_scheme(self.meta, ctx.bounds)
 
+    def initial(self, ctx: PolicyContext) -> Decision:
+        """The run's initial batch, or the residual span's start (m split equally) for a policy trained with one."""
+        first = self.scheme.initial(ctx.n_workers)
+        return Decision(first) if first else super().initial(ctx)
+
     def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
         obs = self.scheme.view(self.state.observe(workers, glob))
         actions, _ = self.model.predict(obs, deterministic=True)

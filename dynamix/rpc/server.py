@@ -73,7 +73,8 @@ class ArbitratorServicer(pb_grpc.ArbitratorServicer):
     def __init__(self, arbitrator: Arbitrator) -> None:
         self.arbitrator = arbitrator
         self._closing: weakref.WeakKeyDictionary[Any, list[asyncio.Future]] = weakref.WeakKeyDictionary()
-        self._answers: dict[int, tuple[tuple[int, ...], pb.ReportWindowResponse]] = {}
+        # the shared part of a window's answer, encoded once: id(batch_sizes) -> (the sizes, kept alive, its bytes)
+        self._answers: dict[int, tuple[tuple[int, ...], bytes]] = {}
 
     async def Register(self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext) -> pb.RegisterResponse:
         try:
