@@ -256,6 +256,20 @@ def test_late_gain_is_the_smoothed_gain_over_the_last_fifth():
     assert math.isnan(late_gain_pts(run.head(5)))  # too few tests to tell
 
 
+def test_the_floors_cost_is_the_time_a_balance_free_of_it_would_save():
+    from dynamix.evaluation.runs import floor_cost
+
+    # window 0: balanced (both 10 ms); window 1: worker 1 slowed 4x and held at the floor of 32
+    run = pd.DataFrame({"window": [0, 0, 1, 1], "rank": [0, 1, 0, 1], "batch_size": [64, 64, 96, 32],
+                        "compute_ms": [10.0, 10.0, 15.0, 20.0], "wait_ms": [0.0, 0.0, 5.0, 0.0],
+                        "iter_time_ms": [12.0, 12.0, 22.0, 22.0]})
+    cost = floor_cost(run, floor=32)
+    # window 1: rates 6.4 and 1.6 samples/ms, so 128 samples balance at 16 ms; the slowest took 20 ms
+    assert cost["floored"] == 0.5 and cost["lost"] == pytest.approx(4.0 / 34.0)
+    assert cost["wait"] == pytest.approx(5.0 / 68.0)
+    assert floor_cost(run[run["window"] == 0], floor=32) == {"floored": 0.0, "lost": 0.0, "wait": 0.0}
+
+
 def test_sim2real_ratios_are_per_backend_and_paired_by_seed():
     from dynamix.evaluation.sim2real import ratios
 

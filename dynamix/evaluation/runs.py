@@ -78,6 +78,24 @@ def late_gain_pts(run: pd.DataFrame, fraction: float = PLATEAU_FRACTION, smooth:
     return 100.0 * (float(w["test_acc"].tail(smooth).mean()) - float(early.mean()))
 
 
+def floor_cost(run: pd.DataFrame, floor: int) -> dict:
+    """What the per-worker floor costs one run's balance (docs/protocol.md, the oracle bound).
+
+    Per window, from each worker's batch b_i and compute time t_i (its rate r_i = b_i / t_i samples/ms):
+    the compute time a split free of the floor would give, T* = B / sum_i r_i (every worker busy for the
+    same time), against the slowest worker's, max_i t_i. ``floored``: the share of windows with a worker
+    at ``floor``; ``lost``: sum over windows of (max_i t_i - T*) / sum of iteration times, the share of
+    the run's time the imbalance left by the floor (and the split's rounding) costs; ``wait``: the mean
+    barrier-wait share of the workers' iteration times. Fixed per-iteration costs are counted as compute,
+    so T* is a bound, not a schedule."""
+    w = run.assign(rate=run["batch_size"] / run["compute_ms"].clip(lower=1e-9)).groupby("window")
+    ideal = w["batch_size"].sum() / w["rate"].sum()
+    lost = (w["compute_ms"].max() - ideal).clip(lower=0.0)
+    return {"floored": float((w["batch_size"].min() <= floor).mean()),
+            "lost": float(lost.sum() / w["iter_time_ms"].first().sum()),
+            "wait": float(run["wait_ms"].sum() / run["iter_time_ms"].sum())}
+
+
 def curves(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per (keys, window): elapsed time, test accuracy and cluster throughput (sum over ranks).
 
