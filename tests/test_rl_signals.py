@@ -183,7 +183,9 @@ def test_the_new_settings_at_their_defaults_keep_the_config_hash():
     earlier_default = {"policy_training": {"seeds": 3}, "compression": {"epochs": 2.0}}  # the default profile then
     cfg = config.load(overrides={"experiments": earlier_default})
     earlier = ["dynamix", "static:32", "static:64", "static:128", "static:256", "static:512", "lbbsp", "lbbsp:tuned", "gns"]
-    cpu = config.load(profile="cpu", overrides={"experiments": {"inference": {"policies": earlier}}})
+    oracle_then = {"oracle_batches": [32, 64, 128, 256], "oracle_seeds": 1, "oracle_refine": False,
+                   "oracle_phase_epochs": []}  # the one-seed doubling grid it was published with
+    cpu = config.load(profile="cpu", overrides={"experiments": {"inference": {"policies": earlier, **oracle_then}}})
     assert (cfg.hash(), cpu.hash()) == ("9da821755bef", "09518d80d260")
     assert config.load(overrides={"rl": {"frame_stack": 2}}).hash() != config.load().hash()
     assert config.load(overrides={"rl": {"action": "global"}}).hash() != config.load().hash()
