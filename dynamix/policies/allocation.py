@@ -100,6 +100,13 @@ def allocate(total: int, a: Sequence[float], c: Sequence[float], lo: int, hi: in
     return round_to_total(x, int(total), lo, hi)
 
 
+def equal_split(total: int, n_workers: int, lo: int, hi: int) -> tuple[int, ...]:
+    """A global batch ``total`` held to what ``n_workers`` workers in [lo, hi] can take, split equally:
+    the first window of a policy that splits a global batch, before any speed is measured."""
+    total = min(max(int(total), n_workers * lo), n_workers * hi)
+    return allocate(total, [0.0] * n_workers, [1.0] * n_workers, lo, hi)
+
+
 def predicted_times_ms(b: Sequence[float], a: Sequence[float], c: Sequence[float]) -> np.ndarray:
     """t_i(b_i) = a_i + c_i b_i in ms, per worker."""
     return np.asarray(a, dtype=np.float64) + np.asarray(c, dtype=np.float64) * np.asarray(b, dtype=np.float64)

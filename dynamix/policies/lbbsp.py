@@ -27,7 +27,7 @@ from typing import Sequence
 
 from dynamix.config import rng, setting
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.allocation import allocate
+from dynamix.policies.allocation import allocate, equal_split
 from dynamix.policies.base import (
     BatchSizePolicy,
     Bounds,
@@ -94,10 +94,8 @@ class LbbspPolicy(BatchSizePolicy):
 
     def initial(self, ctx: PolicyContext) -> Decision:
         """Equal split of B before any measurement (nothing is known about speeds yet)."""
-        lo, hi = ctx.bounds.min, ctx.bounds.max
-        n = ctx.n_workers
-        total = min(max(self.options.batch or sum(ctx.initial_batch_sizes), n * lo), n * hi)
-        return Decision(allocate(total, [0.0] * n, [1.0] * n, lo, hi))
+        total = self.options.batch or sum(ctx.initial_batch_sizes)
+        return Decision(equal_split(total, ctx.n_workers, ctx.bounds.min, ctx.bounds.max))
 
     def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
         self.splitter.observe(workers)

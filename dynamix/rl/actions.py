@@ -41,7 +41,7 @@ import numpy as np
 
 from dynamix.config import Config
 from dynamix.metrics.schema import WorkerWindow
-from dynamix.policies.allocation import allocate
+from dynamix.policies.allocation import allocate, equal_split
 from dynamix.policies.base import Bounds
 from dynamix.rl.state import EPS, apply_actions
 
@@ -106,9 +106,7 @@ class ActionScheme:
         speeds yet), held by the bounds; None without a span (the run's own initial batch)."""
         if not self.anchor:
             return None
-        lo, hi = self.bounds.global_range(n_workers)
-        total = min(max(self.anchor, lo), hi)
-        return allocate(total, [0.0] * n_workers, [1.0] * n_workers, self.bounds.min, self.bounds.max)
+        return equal_split(self.anchor, n_workers, self.bounds.min, self.bounds.max)
 
     @property
     def stay(self) -> int:
