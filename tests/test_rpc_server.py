@@ -296,7 +296,9 @@ def test_client_never_waits_past_its_deadline_on_a_stuck_arbitrator():
 
 def test_arbitrator_restart_workers_fail_open_then_reconnect_and_decisions_resume(caplog):
     port = free_port()
-    settings = RunSettings(barrier_timeout_s=5.0)
+    # a barrier shorter than the client's 2 s deadline: a rank that reconnects first is answered without
+    # the lagging one (dropped for that window) instead of timing out into a second outage
+    settings = RunSettings(barrier_timeout_s=1.0)
     first = ArbitratorServer(Arbitrator(make_policy("static:128"), settings), port=port)
     clients = [ArbitratorClient(f"127.0.0.1:{port}", registration(r, 2), fast()) for r in range(2)]
     assert [c.register().batch_size for c in clients] == [128, 128]
@@ -306,15 +308,18 @@ def test_arbitrator_restart_workers_fail_open_then_reconnect_and_decisions_resum
         down = [rounds(clients, t, [128, 128]) for t in (1, 2, 3)]
         assert down == [[None, None]] * 3  # fail-open: callers keep their sizes
         with local_server(make_policy("static:256"), settings, port=port) as second:
+            # each rank reconnects on its own back-off (gRPC's channel back-off has jitter), so one may be
+            # answered windows before the other: run until one window answers both
             answers = []
-            for t in range(4, 12):
+            for t in range(4, 40):
                 answers.append(rounds(clients, t, [128, 128]))
-                if answers[-1] != [None, None]:
+                if None not in answers[-1]:
                     break
             assert answers[-1][0] is not None and answers[-1][0].batch_sizes == (256, 256), answers
-            assert answers[-1][1].batch_sizes == (256, 256)
-            assert second.arbitrator.decisions == 1
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+            assert answers[-1][1].batch_sizes == (256, 256) and answers[-1][0].window == answers[-1][1].window
+            assert second.arbitrator.decisions >= 1
+    # the client's own warnings (the arbitrator warns too when a rank lags behind the other)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "dynamix.rpc.client"]
     assert len(warnings) == 2  # one per worker for the whole outage
     assert sum("reachable again" in r.getMessage() for r in caplog.records) == 2
 
