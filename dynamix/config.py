@@ -733,6 +733,16 @@ class SimConfig:
                                 "= the mean test accuracy curves of the experiments' static sweep by epoch "
                                 "and global batch, which fit-surrogate then also runs at the experiments' "
                                 "own epochs and seeds (dynamix.sim.measured)")
+    table_seeds: int = setting(0, rng(0, 1000),
+                               doc="measured: the seeds of the table's runs at table_seed_batches (0: "
+                                   "experiments.seeds). A row's mean over 5 seeds is off by about 0.3 points "
+                                   "(a run's final accuracy varies by 0.6-0.9 points from seed to seed), the "
+                                   "size of the gap that decides whether a batch reaches the target after the "
+                                   "first learning-rate drop (dynamix.sim.measured)")
+    table_seed_batches: tuple[int, ...] = setting((), rng(1, 65536),
+                                                  doc="measured: the per-worker batches of the table's sweep "
+                                                      "that get table_seeds seeds (the rest get "
+                                                      "experiments.seeds); []: every batch of the sweep")
 
 
 @dataclass(frozen=True)
@@ -962,7 +972,8 @@ class ExecutorConfig:
                               doc="ray: the dashboard of a Ray started here (a cluster's: ray start's flag)")
 
 
-HASH_NEUTRAL: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
+HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed_batches": ()},
+                                           "rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
                                                   "warm_start_smoothing": 0.0, "workers_range": (),
                                                   "residual_span": 0.0},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
@@ -1070,6 +1081,8 @@ class Config:
             for key in parents:
                 node = node[key]
             node[last] = {k: v for k, v in node[last].items() if k not in neutral or v != neutral[k]}
+            if not parents and not node[last]:  # sim's: its other settings are hashed where they moved from
+                del node[last]
         for section, removed in HASH_REMOVED.items():
             *parents, last = section.split(".")
             node = tree

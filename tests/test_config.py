@@ -125,7 +125,11 @@ def _old_layout(cfg: config.Config) -> dict:
         tree["rl"][old.split(".")[1]] = tree[section].pop(key)
     episodes, backend = tree["rl"].pop("episodes"), tree["sim"].pop("backend")
     tree["rl"]["backend"] = OLD_BACKEND[episodes, backend]
-    assert tree.pop("sim") == {} and tree.pop("evaluation") == {}
+    added = tree.pop("sim")  # settings added to sim after the move: stored there, left out at their neutral values
+    assert set(added) <= set(config.HASH_NEUTRAL["sim"]) and tree.pop("evaluation") == {}
+    changed = {k: v for k, v in added.items() if v != config.HASH_NEUTRAL["sim"][k]}
+    if changed:
+        tree["sim"] = changed
     return tree
 
 

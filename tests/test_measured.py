@@ -129,3 +129,33 @@ def test_learning_is_a_config_choice():
     with pytest.raises(ConfigError, match="sim.learning = 'table'.*'measured'"):
         config.load(overrides={"sim": {"learning": "table"}})
     assert measured.sweep((32, 64, 128, 256, 512)) == [32, 64, 96, 128, 160, 192, 256, 512]
+
+
+def test_the_seed_plan_gives_table_seeds_where_asked_and_refuses_a_batch_outside_the_sweep():
+    sizes = (32, 64, 128, 256, 512)
+    assert measured.seed_plan(sizes, 5) == {b: 5 for b in measured.sweep(sizes)}
+    assert measured.seed_plan(sizes, 5, table_seeds=12) == {b: 12 for b in measured.sweep(sizes)}
+    plan = measured.seed_plan(sizes, 5, table_seeds=10, table_seed_batches=(96, 128))
+    assert plan[96] == plan[128] == 10 and plan[32] == plan[512] == 5
+    with pytest.raises(measured.TableError, match=r"sim.table_seed_batches = \[100\]: \[100\] not in"):
+        measured.seed_plan(sizes, 5, table_seeds=10, table_seed_batches=(100,))
+    with pytest.raises(ConfigError, match="sim.table_seeds"):
+        config.load(overrides={"sim": {"table_seeds": -1}})
+
+
+def test_the_artifact_records_runs_per_batch_and_a_fit_with_another_seed_plan_is_stale(cfg):
+    from dynamix.evaluation.surrogate_fit import stale_table
+
+    runs = pd.concat([run_rows(f"small{i}", [128] * 10, list(np.linspace(0.2, 0.6, 10))) for i in range(3)]
+                     + [run_rows("large", [1024] * 10, list(np.linspace(0.1, 0.4, 10)))])
+    sizes = cfg.experiments.baselines.batch_sizes
+    asked = config.with_overrides(cfg, {"sim": {"learning": "measured", "table_seeds": 10,
+                                                "table_seed_batches": [measured.sweep(sizes)[0]]}})
+    plan = measured.seed_plan(sizes, cfg.experiments.seeds, 10, (measured.sweep(sizes)[0],))
+    model = measured.with_table(make_model(cfg), runs, epochs=10.0, plan=plan)
+    assert model.provenance["measured"]["runs"] == [3, 1]
+    assert stale_table(model, asked) == ""
+    default = config.with_overrides(cfg, {"sim": {"learning": "measured"}})
+    assert "not" in stale_table(model, default)  # the default plan: every batch at experiments.seeds
+    unplanned = measured.with_table(make_model(cfg), runs, epochs=10.0)  # from before the plan was recorded
+    assert stale_table(unplanned, default) == "" and "not" in stale_table(unplanned, asked)

@@ -25,6 +25,8 @@ import dataclasses
 import logging
 from pathlib import Path
 
+import pandas as pd
+
 from dynamix import cluster as clusters
 from dynamix import paths
 from dynamix.config import Config, with_overrides
@@ -73,15 +75,36 @@ def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress
     model = dataclasses.replace(model, provenance=provenance)
     if cfg.sim.learning == "measured":
         table_cfg = sim_config(cfg)
-        table_policies = [f"static:{b}" for b in measured.sweep(base.batch_sizes)]
-        table_runs, _ = evaluate([spec], table_policies, table_cfg, cfg.experiments.seeds, out_dir=None, progress=progress_bar,
-                                 cache_dir=run_cache(out), budget="epochs", jobs=cfg.experiments.jobs)
-        model = measured.with_table(model, table_runs, table_cfg.train.epochs)
+        plan = table_plan(cfg)
+        table_runs = []
+        for n_seeds in sorted(set(plan.values())):  # one sweep per seed count: the cache keeps the shared seeds
+            table_policies = [f"static:{b}" for b, n in plan.items() if n == n_seeds]
+            batch_runs, _ = evaluate([spec], table_policies, table_cfg, n_seeds, out_dir=None, progress=progress_bar,
+                                     cache_dir=run_cache(out), budget="epochs", jobs=cfg.experiments.jobs)
+            table_runs.append(batch_runs)
+        model = measured.with_table(model, pd.concat(table_runs, ignore_index=True), table_cfg.train.epochs, plan)
     path = progress.save(model, progress.default_path(run_cfg, out))
     fit_rms = provenance["fit"]["rms"]
     log.info("surrogate of %s fitted on %d runs (kappa %.3g, B_noise %.0f, test accuracy rms %.4f): %s",
              model.workload["model"], len(summary), model.kappa, model.noise_scale, fit_rms["test_acc"], path)
     return path
+
+
+def table_plan(cfg: Config) -> dict[int, int]:
+    """Seeds per per-worker batch of ``cfg``'s measured table (:func:`dynamix.sim.measured.seed_plan`)."""
+    return measured.seed_plan(cfg.experiments.baselines.batch_sizes, cfg.experiments.seeds, cfg.sim.table_seeds,
+                              cfg.sim.table_seed_batches)
+
+
+def stale_table(model: progress.ProgressModel, cfg: Config) -> str:
+    """Why a fitted artifact's measured table is not the one ``cfg`` asks for ("" when it is): another
+    seed plan (an artifact from before the plan was recorded ran every batch at ``experiments.seeds``)."""
+    if cfg.sim.learning != "measured":
+        return ""
+    recorded = model.provenance.get("measured", {}).get("seed_plan")
+    want = {str(b): n for b, n in sorted(table_plan(cfg).items())}
+    have = recorded if recorded is not None else {b: cfg.experiments.seeds for b in want}
+    return "" if have == want else f"its table's seeds per batch {have}, not {want}"
 
 
 def on_fitted(cfg: Config, root: str | Path) -> Config:
@@ -102,6 +125,9 @@ def on_fitted(cfg: Config, root: str | Path) -> Config:
         if fitted.measured != (cfg.sim.learning == "measured"):
             raise progress.SurrogateArtifactError(f"{path}: not fitted with sim.learning = "
                                                   f"{cfg.sim.learning}")
+        stale = stale_table(fitted, cfg)
+        if stale:
+            raise progress.SurrogateArtifactError(f"{path}: {stale}")
     except progress.SurrogateArtifactError:
         path = fit(fit_cfg, path.parent)
     log.info("policy training on the surrogate %s", path)
