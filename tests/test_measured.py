@@ -156,6 +156,6 @@ def test_the_artifact_records_runs_per_batch_and_a_fit_with_another_seed_plan_is
     assert model.provenance["measured"]["runs"] == [3, 1]
     assert stale_table(model, asked) == ""
     default = config.with_overrides(cfg, {"sim": {"learning": "measured"}})
-    assert "not" in stale_table(model, default)  # the default plan: every batch at experiments.seeds
+    assert f"not {{'{sizes[0]}': {cfg.experiments.seeds}" in stale_table(model, default)  # every batch at experiments.seeds
     unplanned = measured.with_table(make_model(cfg), runs, epochs=10.0)  # from before the plan was recorded
-    assert stale_table(unplanned, default) == "" and "not" in stale_table(unplanned, asked)
+    assert stale_table(unplanned, default) == "" and f"not {{'{sizes[0]}': 10" in stale_table(unplanned, asked)

@@ -62,9 +62,9 @@ class TableError(UserError, ValueError):
     """The runs cannot make a table: no run at a constant global batch with a test."""
 
 
-def accuracy_table(runs: pd.DataFrame, epochs: float) -> tuple[tuple[float, ...], tuple[float, ...], np.ndarray]:
-    """(epochs grid, log2 global batches, mean test accuracy [batch][epoch]) of the runs in ``runs``
-    (``runs.csv`` rows, one per worker and window) whose global batch never moves, over 0..``epochs``."""
+def _curves(runs: pd.DataFrame, epochs: float) -> tuple[np.ndarray, dict[int, list[np.ndarray]]]:
+    """(epochs grid, global batch -> the test-accuracy curves on the grid of its runs) of the runs in
+    ``runs`` whose global batch never moves and that have a test."""
     grid = np.round(np.arange(0.0, epochs + GRID_STEP / 2, GRID_STEP), 6)
     curves: dict[int, list[np.ndarray]] = {}
     for _, run in runs.groupby("run_id", sort=False):
@@ -77,9 +77,21 @@ def accuracy_table(runs: pd.DataFrame, epochs: float) -> tuple[tuple[float, ...]
             np.interp(grid, tested["epoch"].to_numpy(float), tested["test_acc"].to_numpy(float)))
     if not curves:
         raise TableError("the measured accuracy table needs runs at a constant global batch with a test; none given")
+    return grid, curves
+
+
+def _table(grid: np.ndarray,
+           curves: dict[int, list[np.ndarray]]) -> tuple[tuple[float, ...], tuple[float, ...], np.ndarray]:
+    """(epochs grid, log2 global batches, the mean of each batch's curves [batch][epoch])."""
     batches = sorted(curves)
     table = np.array([np.mean(curves[b], axis=0) for b in batches])
     return tuple(float(e) for e in grid), tuple(math.log2(b) for b in batches), table
+
+
+def accuracy_table(runs: pd.DataFrame, epochs: float) -> tuple[tuple[float, ...], tuple[float, ...], np.ndarray]:
+    """(epochs grid, log2 global batches, mean test accuracy [batch][epoch]) of the runs in ``runs``
+    (``runs.csv`` rows, one per worker and window) whose global batch never moves, over 0..``epochs``."""
+    return _table(*_curves(runs, epochs))
 
 
 def schedule_errors(model: ProgressModel, runs: pd.DataFrame, memories: tuple[float, ...] = (0, 2, 4, 8, 16, 32),
@@ -120,13 +132,12 @@ def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float,
     """``model`` with the measured accuracy of ``runs`` over ``epochs`` epochs (:func:`accuracy_table`)
     and :data:`MEMORY_EPOCHS`; the batches, the runs per batch and the seed ``plan`` (:func:`seed_plan`)
     go into its provenance."""
-    grid, log2b, table = accuracy_table(runs, epochs)
-    constant = runs.groupby("run_id")["global_batch"].agg(["first", "nunique"])
-    per_batch = constant[constant["nunique"] == 1]["first"].value_counts()
+    grid, curves = _curves(runs, epochs)
+    grid, log2b, table = _table(grid, curves)
     provenance = {**model.provenance, "measured": {
         "global_batches": [round(2 ** v) for v in log2b], "epochs": epochs, "memory_epochs": MEMORY_EPOCHS,
         "final_accuracy": [round(float(v), 4) for v in table[:, -1]],
-        "runs": [int(per_batch.get(round(2 ** v), 0)) for v in log2b]}}
+        "runs": [len(curves[b]) for b in sorted(curves)]}}
     if plan is not None:
         provenance["measured"]["seed_plan"] = {str(b): n for b, n in sorted(plan.items())}
     return dataclasses.replace(model, acc_epochs=grid, acc_log2b=log2b, memory_epochs=MEMORY_EPOCHS,
