@@ -743,6 +743,16 @@ class SimConfig:
                                                   doc="measured: the per-worker batches of the table's sweep "
                                                       "that get table_seeds seeds (the rest get "
                                                       "experiments.seeds); []: every batch of the sweep")
+    table_policy: str = setting("static", one_of("static", "lbbsp"),
+                                doc="measured: what runs the table's rows at table_seed_batches (every row when "
+                                    "that is empty). static: static:b on experiments.baselines.cluster | lbbsp: "
+                                    "lbbsp:batch=b x N on table_cluster (N its workers), the global batch split "
+                                    "by speed as the rule a residual agent (rl.residual_span) moves around "
+                                    "splits it; on the cpu workload 512 samples split by speed end about half a "
+                                    "point above 4 x 128 (dynamix.sim.measured)")
+    table_cluster: str = setting("", doc='measured, table_policy lbbsp: the cluster of those runs ("": '
+                                         "experiments.baselines.cluster); never a validation or held-out "
+                                         "cluster of the experiments, which judge the agent")
 
 
 @dataclass(frozen=True)
@@ -972,7 +982,8 @@ class ExecutorConfig:
                               doc="ray: the dashboard of a Ray started here (a cluster's: ray start's flag)")
 
 
-HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed_batches": ()},
+HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed_batches": (), "table_policy": "static",
+                                                   "table_cluster": ""},
                                            "rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
                                                   "warm_start_smoothing": 0.0, "workers_range": (),
                                                   "residual_span": 0.0},

@@ -159,3 +159,32 @@ def test_the_artifact_records_runs_per_batch_and_a_fit_with_another_seed_plan_is
     assert f"not {{'{sizes[0]}': {cfg.experiments.seeds}" in stale_table(model, default)  # every batch at experiments.seeds
     unplanned = measured.with_table(make_model(cfg), runs, epochs=10.0)  # from before the plan was recorded
     assert stale_table(unplanned, default) == "" and f"not {{'{sizes[0]}': 10" in stale_table(unplanned, asked)
+
+
+def test_lbbsp_rows_run_the_rule_on_the_table_cluster_and_a_judged_or_colliding_cluster_is_refused(cfg, tmp_path):
+    from dynamix.evaluation.surrogate_fit import sources, stale_table, table_plan, table_rows
+
+    sizes, base = cfg.experiments.baselines.batch_sizes, cfg.experiments.baselines.cluster
+    decide = measured.sweep(sizes)[1]
+    lbbsp = {"learning": "measured", "table_policy": "lbbsp", "table_cluster": "clusters/mixed-4.yaml",
+             "table_seed_batches": [decide]}
+    asked = config.with_overrides(cfg, {"sim": lbbsp})
+    rows = table_rows(asked)
+    assert rows[decide] == ("clusters/mixed-4.yaml", f"lbbsp:batch={4 * decide}", cfg.experiments.seeds)
+    assert all(row == (base, f"static:{b}", cfg.experiments.seeds) for b, row in rows.items() if b != decide)
+    runs = pd.concat([run_rows(f"r{b}", [4 * b] * 10, list(np.linspace(0.2, 0.6, 10))) for b in rows])
+    model = measured.with_table(make_model(cfg), runs, epochs=10.0, plan=table_plan(asked), sources=sources(rows))
+    static = config.with_overrides(cfg, {"sim": {"learning": "measured"}})
+    assert stale_table(model, asked) == ""
+    assert f"lbbsp:batch={4 * decide} on clusters/mixed-4.yaml" in stale_table(model, static)
+    assert stale_table(measured.with_table(make_model(cfg), runs, 10.0, table_plan(static)), asked) != ""
+    judged = cfg.experiments.inference.clusters[0]
+    with pytest.raises(measured.TableError, match=f"sim.table_cluster = {judged}: .* judge or validate on"):
+        table_rows(config.with_overrides(cfg, {"sim": {**lbbsp, "table_cluster": judged}}))
+    two = tmp_path / "two.yaml"  # 2 workers: the row at 64 per worker is 128 samples, the static row at 32
+    two.write_text("name: two\nseed: 0\narchitecture: {kind: ring}\nworkers:\n"
+                   "  - {count: 2, device: reference, bandwidth_gbps: 10, latency_ms: 0.05}\n")
+    with pytest.raises(measured.TableError, match="global batches that the static rows"):
+        table_rows(config.with_overrides(cfg, {"sim": {**lbbsp, "table_cluster": str(two), "table_seed_batches": [64]}}))
+    with pytest.raises(ConfigError, match="sim.table_policy"):
+        config.load(overrides={"sim": {"table_policy": "gns"}})

@@ -75,14 +75,18 @@ def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress
     model = dataclasses.replace(model, provenance=provenance)
     if cfg.sim.learning == "measured":
         table_cfg = sim_config(cfg)
-        plan = table_plan(cfg)
+        rows = table_rows(cfg)
+        sweeps: dict[tuple[str, int], list[str]] = {}  # one sweep per cluster and seed count: the cache keeps the shared seeds
+        for cluster, policy, n_seeds in rows.values():
+            sweeps.setdefault((cluster, n_seeds), []).append(policy)
         table_runs = []
-        for n_seeds in sorted(set(plan.values())):  # one sweep per seed count: the cache keeps the shared seeds
-            table_policies = [f"static:{b}" for b, n in plan.items() if n == n_seeds]
-            batch_runs, _ = evaluate([spec], table_policies, table_cfg, n_seeds, out_dir=None, progress=progress_bar,
-                                     cache_dir=run_cache(out), budget="epochs", jobs=cfg.experiments.jobs)
+        for (cluster, n_seeds), table_policies in sweeps.items():
+            batch_runs, _ = evaluate([clusters.load(cluster)], table_policies, table_cfg, n_seeds, out_dir=None,
+                                     progress=progress_bar, cache_dir=run_cache(out), budget="epochs",
+                                     jobs=cfg.experiments.jobs)
             table_runs.append(batch_runs)
-        model = measured.with_table(model, pd.concat(table_runs, ignore_index=True), table_cfg.train.epochs, plan)
+        model = measured.with_table(model, pd.concat(table_runs, ignore_index=True), table_cfg.train.epochs,
+                                    table_plan(cfg), sources(rows))
     path = progress.save(model, progress.default_path(run_cfg, out))
     fit_rms = provenance["fit"]["rms"]
     log.info("surrogate of %s fitted on %d runs (kappa %.3g, B_noise %.0f, test accuracy rms %.4f): %s",
@@ -96,15 +100,55 @@ def table_plan(cfg: Config) -> dict[int, int]:
                               cfg.sim.table_seed_batches)
 
 
+def table_rows(cfg: Config) -> dict[int, tuple[str, str, int]]:
+    """Per per-worker batch b of ``cfg``'s measured table: (cluster, policy, seeds) of its runs.
+    ``static:b`` on ``experiments.baselines.cluster``, or, with ``sim.table_policy: lbbsp`` at the rows of
+    ``sim.table_seed_batches`` (every row when empty), ``lbbsp:batch=b x N`` on ``sim.table_cluster`` (N
+    its workers); a table cluster the experiments validate or judge on is refused, naming it."""
+    sim, base = cfg.sim, cfg.experiments.baselines.cluster
+    plan = table_plan(cfg)
+    if sim.table_policy == "static":
+        return {b: (base, f"static:{b}", n) for b, n in plan.items()}
+    cluster = sim.table_cluster or base
+    spec = clusters.load(cluster)
+    inf = cfg.experiments.inference
+    judged = {clusters.load(c).name: c for c in (*inf.clusters, *inf.tune_clusters)}
+    if spec.name in judged:
+        raise measured.TableError(f"sim.table_cluster = {cluster}: {spec.name} is a cluster the experiments judge "
+                                  f"or validate on ({judged[spec.name]}); the table must come from another")
+    decide = set(sim.table_seed_batches) or set(plan)
+    base_workers = clusters.load(base).n_workers
+    rows = {b: (cluster, f"lbbsp:batch={b * spec.n_workers}", n) if b in decide else (base, f"static:{b}", n)
+            for b, n in plan.items()}
+    global_batches = [b * (spec.n_workers if b in decide else base_workers) for b in rows]
+    if len(set(global_batches)) < len(global_batches):  # a row is one global batch: two sources would pool
+        raise measured.TableError(f"sim.table_cluster = {cluster}: its {spec.n_workers} workers give the rows "
+                                  f"{sorted(decide & set(plan))} global batches that the static rows on {base} "
+                                  f"({base_workers} workers) also have: {sorted(global_batches)}")
+    return rows
+
+
+def sources(rows: dict[int, tuple[str, str, int]]) -> dict[int, str]:
+    """Per per-worker batch, what ran its row: ``policy on cluster`` (:func:`table_rows`)."""
+    return {b: f"{policy} on {cluster}" for b, (cluster, policy, _) in rows.items()}
+
+
 def stale_table(model: progress.ProgressModel, cfg: Config) -> str:
     """Why a fitted artifact's measured table is not the one ``cfg`` asks for ("" when it is): another
-    seed plan (an artifact from before the plan was recorded ran every batch at ``experiments.seeds``)."""
+    seed plan or other runs behind a row (an artifact from before these were recorded ran every batch
+    at ``experiments.seeds``, statically on ``experiments.baselines.cluster``)."""
     if cfg.sim.learning != "measured":
         return ""
-    recorded = model.provenance.get("measured", {}).get("seed_plan")
-    want = {str(b): n for b, n in sorted(table_plan(cfg).items())}
-    have = recorded if recorded is not None else {b: cfg.experiments.seeds for b in want}
-    return "" if have == want else f"its table's seeds per batch {have}, not {want}"
+    recorded = model.provenance.get("measured", {})
+    rows = table_rows(cfg)
+    want = {str(b): n for b, (_, _, n) in sorted(rows.items())}
+    have = recorded.get("seed_plan", {b: cfg.experiments.seeds for b in want})
+    if have != want:
+        return f"its table's seeds per batch {have}, not {want}"
+    want_src = {str(b): s for b, s in sorted(sources(rows).items())}
+    base = cfg.experiments.baselines.cluster
+    have_src = recorded.get("sources", {b: f"static:{b} on {base}" for b in want_src})
+    return "" if have_src == want_src else f"its table's rows from {have_src}, not {want_src}"
 
 
 def on_fitted(cfg: Config, root: str | Path) -> Config:

@@ -128,10 +128,10 @@ def schedule_errors(model: ProgressModel, runs: pd.DataFrame, memories: tuple[fl
 
 
 def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float,
-               plan: dict[int, int] | None = None) -> ProgressModel:
+               plan: dict[int, int] | None = None, sources: dict[int, str] | None = None) -> ProgressModel:
     """``model`` with the measured accuracy of ``runs`` over ``epochs`` epochs (:func:`accuracy_table`)
-    and :data:`MEMORY_EPOCHS`; the batches, the runs per batch and the seed ``plan`` (:func:`seed_plan`)
-    go into its provenance."""
+    and :data:`MEMORY_EPOCHS`; the batches, the runs per batch, the seed ``plan`` (:func:`seed_plan`)
+    and what ran each per-worker batch's row (``sources``) go into its provenance."""
     grid, curves = _curves(runs, epochs)
     grid, log2b, table = _table(grid, curves)
     provenance = {**model.provenance, "measured": {
@@ -140,6 +140,8 @@ def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float,
         "runs": [len(curves[b]) for b in sorted(curves)]}}
     if plan is not None:
         provenance["measured"]["seed_plan"] = {str(b): n for b, n in sorted(plan.items())}
+    if sources is not None:
+        provenance["measured"]["sources"] = {str(b): s for b, s in sorted(sources.items())}
     return dataclasses.replace(model, acc_epochs=grid, acc_log2b=log2b, memory_epochs=MEMORY_EPOCHS,
                                acc_table=tuple(tuple(round(float(v), 6) for v in row) for row in table),
                                provenance=provenance)
