@@ -85,8 +85,9 @@ def fit(cfg: Config, out_dir: str | Path | None = None, seeds: int = 1, progress
                                      progress=progress_bar, cache_dir=run_cache(out), budget="epochs",
                                      jobs=cfg.experiments.jobs)
             table_runs.append(batch_runs)
+        plan = {b: n for b, (_, _, n) in rows.items()}
         model = measured.with_table(model, pd.concat(table_runs, ignore_index=True), table_cfg.train.epochs,
-                                    table_plan(cfg), sources(rows))
+                                    plan, sources(rows))
     path = progress.save(model, progress.default_path(run_cfg, out))
     fit_rms = provenance["fit"]["rms"]
     log.info("surrogate of %s fitted on %d runs (kappa %.3g, B_noise %.0f, test accuracy rms %.4f): %s",
