@@ -1,5 +1,6 @@
-"""The surrogate's measured accuracy: the mean test-accuracy curves of constant-batch runs, by epoch and global batch
-(a static sweep; ``sim.table_policy: lbbsp`` takes some rows from LB-BSP's runs, :mod:`dynamix.evaluation.surrogate_fit`).
+"""The surrogate's measured accuracy: the mean test-accuracy curves of constant-batch runs, by epoch and
+global batch (a static sweep; ``sim.table_policy: lbbsp`` takes some rows from LB-BSP's runs,
+:mod:`dynamix.evaluation.surrogate_fit`).
 
 ``sim.learning: measured`` (:mod:`dynamix.sim.progress`, "Measured accuracy") gives the surrogate's test
 accuracy from a table instead of the fitted power law. :func:`accuracy_table` builds it from real-math
