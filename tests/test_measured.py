@@ -22,13 +22,15 @@ from dynamix.sim.surrogate import SurrogateCluster
 from helpers.surrogate import COST, make_model
 
 
-def run_rows(run_id: str, batches: list[int], accs: list[float], per_epoch: float = 1.0) -> pd.DataFrame:
-    """A run of len(batches) windows, ``per_epoch`` epochs each, tested at every window, two workers."""
+def run_rows(run_id: str, batches: list[int], accs: list[float], per_epoch: float = 1.0,
+             lr: list[float] | None = None) -> pd.DataFrame:
+    """A run of len(batches) windows, ``per_epoch`` epochs each, tested at every window, two workers, at
+    learning rates ``lr`` (the ``cfg`` fixture's full step, 0.05, by default)."""
     rows = []
-    for w, (b, a) in enumerate(zip(batches, accs)):
+    for w, (b, a, r) in enumerate(zip(batches, accs, lr or [0.05] * len(batches))):
         for rank in range(2):
             rows.append({"run_id": run_id, "window": w, "rank": rank, "epoch": (w + 1) * per_epoch,
-                         "global_batch": b, "test_acc": a})
+                         "global_batch": b, "test_acc": a, "lr": r})
     return pd.DataFrame(rows)
 
 
@@ -52,7 +54,8 @@ def test_schedule_errors_read_a_moving_run_against_the_table_at_each_memory(cfg)
     small = list(np.linspace(0.2, 0.6, 10))
     runs = pd.concat([run_rows("const", [128] * 10, small),  # the table's own curve: no error at any m
                       run_rows("switch", [1024] * 5 + [128] * 5, small)])  # large early, then the small batch's curve
-    errors = measured.schedule_errors(model, runs, memories=(0, 4), after_epoch=6.0).set_index(["run_id", "memory_epochs"])
+    errors = measured.schedule_errors(model, runs, cfg.optim, memories=(0, 4),
+                                      after_epoch=6.0).set_index(["run_id", "memory_epochs"])
     assert not errors.loc[("const", 0.0), "moving"] and errors.loc[("switch", 0.0), "moving"]
     for m in (0.0, 4.0):
         assert errors.loc[("const", m), ["bias", "mae", "final_error"]].abs().max() < 1e-6  # the table: 6 decimals
@@ -60,6 +63,16 @@ def test_schedule_errors_read_a_moving_run_against_the_table_at_each_memory(cfg)
     assert abs(errors.loc[("switch", 0.0), "bias"]) < 1e-6
     # a memory of 4 epochs still remembers part of 1024 after the switch: it predicts less than the run did
     assert errors.loc[("switch", 4.0), "bias"] < -0.01 and errors.loc[("switch", 4.0), "final_error"] < 0
+
+
+def test_a_batch_dropped_after_a_decay_is_remembered_longer(cfg):
+    """The memory's clock runs at the schedule's factor: after a 0.1 decay the table keeps more of the
+    batch the run left than after the same drop at the full step."""
+    model = _measured_model(cfg)
+    small, switch = list(np.linspace(0.2, 0.6, 10)), [1024] * 5 + [128] * 5
+    runs = pd.concat([run_rows("full", switch, small), run_rows("decayed", switch, small, lr=[0.05] * 5 + [0.005] * 5)])
+    errors = measured.schedule_errors(model, runs, cfg.optim, memories=(4,), after_epoch=6.0).set_index("run_id")
+    assert errors.loc["decayed", "bias"] < errors.loc["full", "bias"] < -0.01
 
 
 def _measured_model(cfg):
@@ -122,6 +135,16 @@ def test_surrogate_test_accuracy_is_the_table_at_the_tested_epochs(cfg):
     cluster.run_window([32] * 4)
     epochs = cluster.samples / cluster.n_train
     assert model.table_accuracy(epochs, 7.0) > cluster.test_acc > model.table_accuracy(epochs, 10.0)
+    # the same drop after a 0.1 decay of the learning rate keeps more of 1024: the clock runs at the factor
+    after_drop = {}
+    for schedule in ("constant", "multistep"):
+        at = config.with_overrides(run_cfg, {"optim": {"schedule": schedule, "milestones": [0.5]}})
+        cluster = SurrogateCluster(spec, at, model, cost=COST)
+        while cluster.samples / cluster.n_train < 6.0:
+            cluster.run_window([256] * 4)
+        cluster.run_window([32] * 4)
+        after_drop[schedule] = cluster.test_acc
+    assert after_drop["multistep"] < after_drop["constant"]
 
 
 def test_learning_is_a_config_choice():

@@ -136,11 +136,14 @@ def sources(rows: dict[int, tuple[str, str, int]]) -> dict[int, str]:
 
 def stale_table(model: progress.ProgressModel, cfg: Config) -> str:
     """Why a fitted artifact's measured table is not the one ``cfg`` asks for ("" when it is): another
-    seed plan or other runs behind a row (an artifact from before these were recorded ran every batch
+    memory (:data:`dynamix.sim.measured.MEMORY_EPOCHS` and its clock), another seed plan or other runs behind a row (an artifact from before these were recorded ran every batch
     at ``experiments.seeds``, statically on ``experiments.baselines.cluster``)."""
     if cfg.sim.learning != "measured":
         return ""
     recorded = model.provenance.get("measured", {})
+    memory = (recorded.get("memory_epochs"), recorded.get("memory_clock", "epochs"))
+    if memory != (measured.MEMORY_EPOCHS, measured.MEMORY_CLOCK):
+        return f"its table's memory {memory[0]} {memory[1]}, not {measured.MEMORY_EPOCHS} {measured.MEMORY_CLOCK}"
     rows = table_rows(cfg)
     want = {str(b): n for b, (_, _, n) in sorted(rows.items())}
     have = recorded.get("seed_plan", {b: cfg.experiments.seeds for b in want})

@@ -8,10 +8,12 @@ runs at constant global batches that train the profile's own epochs and schedule
 windows' accuracy interpolated onto a grid of :data:`GRID_STEP` epochs (held at the first test before
 it), then the mean over the runs of each global batch.
 
-:data:`MEMORY_EPOCHS` is the effective batch's relaxation time m. On the `cpu` workload's runs whose
-batch moves (the pipeline's agents on hetero-speed-4, 10 runs, B 256-1412), the table's mean absolute
-test-accuracy error after epoch 2 was 0.0172 at m = 0, 0.0165 at 2, 0.0164 at 4 and 8, 0.0169 at 16:
-flat, so the middle of the flat range.
+:data:`MEMORY_EPOCHS` is the effective batch's relaxation time m, in epochs weighted by the learning-rate
+schedule (:mod:`dynamix.sim.progress`). It is chosen on the `cpu-agent` profile's validation runs with
+:func:`schedule_errors` (after the first decay, predicted - real), where the agents' moving runs must not be
+read more kindly than the constant ones: the difference of the two biases was 0.86 points at m = 4 plain
+epochs (the previous clock), and on the weighted clock 0.59 at m = 4, 0.47 at 8, 0.42 at 16, 0.41 at 32,
+0.41 at m -> infinity: flat from 16 on, so 16. What is left is not the memory's (the same at any m).
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ import math
 import numpy as np
 import pandas as pd
 
+from dynamix.config import OptimConfig
 from dynamix.errors import UserError
 from dynamix.sim.progress import ProgressModel
+from dynamix.train.optim import schedule_factor
 
 GRID_STEP = 0.25
 """Epochs between the table's columns."""
-MEMORY_EPOCHS = 4.0
-"""m of the effective batch (module docstring)."""
+MEMORY_EPOCHS = 16.0
+"""m of the effective batch, in schedule-weighted epochs (module docstring)."""
+MEMORY_CLOCK = "schedule-weighted epochs"
+"""What m counts: recorded with the table, so a table fitted on another clock is refitted."""
 BETWEEN = (96, 160, 192)
 """Per-worker batches the table's sweep adds to ``experiments.baselines.batch_sizes``: where a time to
 target is won or lost. On the `cpu` workload the final accuracy is flat up to about 512 samples and
@@ -96,12 +102,13 @@ def accuracy_table(runs: pd.DataFrame, epochs: float) -> tuple[tuple[float, ...]
     return _table(*_curves(runs, epochs))
 
 
-def schedule_errors(model: ProgressModel, runs: pd.DataFrame, memories: tuple[float, ...] = (0, 2, 4, 8, 16, 32),
-                    after_epoch: float = 0.0) -> pd.DataFrame:
+def schedule_errors(model: ProgressModel, runs: pd.DataFrame, optim: OptimConfig,
+                    memories: tuple[float, ...] = (0, 4, 8, 16, 32), after_epoch: float = 0.0) -> pd.DataFrame:
     """How well the table reads real runs whose batch moves, at each memory m in ``memories``.
 
     Per run of ``runs`` (``runs.csv`` rows) and m: the table's accuracy at every tested window's end,
-    the effective batch relaxed window by window as the surrogate does (:meth:`ProgressModel.effective_log2b`),
+    the effective batch relaxed window by window as the surrogate does (:meth:`ProgressModel.effective_log2b`,
+    its clock the window's epochs times the schedule factor of its ``lr`` under ``optim``),
     against the run's test accuracy. Columns: ``run_id``, ``moving`` (its global batch changes),
     ``memory_epochs``, ``bias`` (mean predicted - real over the tests after ``after_epoch``), ``mae``
     and ``final_error`` (predicted - real at the last test). Read on a profile's validation runs: which m
@@ -111,6 +118,7 @@ def schedule_errors(model: ProgressModel, runs: pd.DataFrame, memories: tuple[fl
         windows = run.drop_duplicates("window").sort_values("window")
         batch, epoch = windows["global_batch"].to_numpy(float), windows["epoch"].to_numpy(float)
         acc = windows["test_acc"].to_numpy(float)
+        factor = schedule_factor(optim, windows["lr"].to_numpy(float), batch)
         tested = ~np.isnan(acc)
         if not tested.any():
             continue
@@ -118,8 +126,8 @@ def schedule_errors(model: ProgressModel, runs: pd.DataFrame, memories: tuple[fl
         for m in memories:
             at = dataclasses.replace(model, memory_epochs=float(m))
             eff, before, predicted = math.nan, 0.0, []
-            for b, e in zip(batch, epoch):
-                eff, before = at.effective_log2b(eff, math.log2(b), e - before), e
+            for b, e, f in zip(batch, epoch, factor):
+                eff, before = at.effective_log2b(eff, math.log2(b), (e - before) * f), e
                 predicted.append(at.table_accuracy(e, eff))
             error = np.asarray(predicted) - acc
             rows.append({"run_id": run_id, "moving": len(set(batch)) > 1, "memory_epochs": float(m),
@@ -132,12 +140,13 @@ def schedule_errors(model: ProgressModel, runs: pd.DataFrame, memories: tuple[fl
 def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float,
                plan: dict[int, int] | None = None, sources: dict[int, str] | None = None) -> ProgressModel:
     """``model`` with the measured accuracy of ``runs`` over ``epochs`` epochs (:func:`accuracy_table`)
-    and :data:`MEMORY_EPOCHS`; the batches, the runs per batch, the seed ``plan`` (:func:`seed_plan`)
+    and :data:`MEMORY_EPOCHS` (on :data:`MEMORY_CLOCK`); the batches, the runs per batch, the seed ``plan`` (:func:`seed_plan`)
     and what ran each per-worker batch's row (``sources``) go into its provenance."""
     grid, curves = _curves(runs, epochs)
     grid, log2b, table = _table(grid, curves)
     provenance = {**model.provenance, "measured": {
-        "global_batches": [round(2 ** v) for v in log2b], "epochs": epochs, "memory_epochs": MEMORY_EPOCHS,
+        "global_batches": [round(2 ** v) for v in log2b], "epochs": epochs,
+        "memory_epochs": MEMORY_EPOCHS, "memory_clock": MEMORY_CLOCK,
         "final_accuracy": [round(float(v), 4) for v in table[:, -1]],
         "runs": [len(curves[b]) for b in sorted(curves)]}}
     if plan is not None:

@@ -45,9 +45,12 @@ profile's own schedule and epoch budget) on a grid of epochs e and log2 B (:func
 :mod:`dynamix.sim.measured`). A run at a varying batch reads it, bilinearly, at its epochs and at
 an effective batch
 
-    log2 B_eff(e) <- log2 B + (log2 B_eff - log2 B) exp(-de / m),    m = ``memory_epochs``
+    log2 B_eff <- log2 B + (log2 B_eff - log2 B) exp(-dc / m),    dc = de * f(t),    m = ``memory_epochs``
 
-(the iterate relaxes to the noise temperature of the new batch over m epochs; Mandt et al. 2017). This
+(the iterate relaxes to the noise temperature of the new batch; Mandt et al. 2017). The clock c runs in
+epochs de weighted by f = warmup * schedule * lr_scale (:func:`dynamix.train.optim.schedule_factor`): the
+relaxation takes m epochs at the schedule's full step and ten times as many after a 0.1 decay, so a batch
+dropped after a decay moves the accuracy as little as the real math lets it (its first half is kept). This
 leaves out the seeds' spread (the table is a mean), batches outside the sweep (clamped to its ends)
 and epochs past the sweep's budget (held at the last value); training accuracy, losses and gradient
 statistics still come from the fitted curves.
@@ -123,7 +126,7 @@ class ProgressModel:
     acc_epochs: tuple[float, ...] = ()  # the table's epochs, ascending
     acc_log2b: tuple[float, ...] = ()  # its global batches, log2, ascending
     acc_table: tuple[tuple[float, ...], ...] = ()  # mean test accuracy [batch][epoch]
-    memory_epochs: float = 0.0  # m of the effective batch
+    memory_epochs: float = 0.0  # m of the effective batch, in schedule-weighted epochs
 
     @property
     def measured(self) -> bool:
@@ -174,11 +177,12 @@ class ProgressModel:
         per_batch = [float(np.interp(epochs, self.acc_epochs, row)) for row in self._table]
         return float(np.interp(log2b, self.acc_log2b, per_batch))
 
-    def effective_log2b(self, previous: float, log2b: float, epochs: float) -> float:
-        """log2 B_eff after ``epochs`` epochs at 2^``log2b`` from ``previous`` (module docstring; nan: the start)."""
+    def effective_log2b(self, previous: float, log2b: float, clock: float) -> float:
+        """log2 B_eff after ``clock`` schedule-weighted epochs (dc of the module docstring) at 2^``log2b``
+        from ``previous`` (nan: the start)."""
         if math.isnan(previous) or self.memory_epochs == 0:
             return log2b
-        return log2b + (previous - log2b) * math.exp(-epochs / self.memory_epochs)
+        return log2b + (previous - log2b) * math.exp(-clock / self.memory_epochs)
 
     @property
     def phi(self) -> float:

@@ -34,7 +34,7 @@ from dynamix.seeding import derive_seed
 from dynamix.sim.cluster import ClusterClock, calibrated_cost
 from dynamix.sim.progress import ProgressModel
 from dynamix.train.loop import schedule_progress, total_iterations
-from dynamix.train.optim import learning_rate
+from dynamix.train.optim import learning_rate, schedule_factor
 
 DRAW_BLOCK = 256
 """Iterations of straggler and jitter draws made at once (module docstring)."""
@@ -202,6 +202,7 @@ class SurrogateCluster(ClusterClock):
         n = self._length(k, big_b, t["starts"])
         lrs = self._learning_rates(self.iteration, n, big_b, lr_scale)
         m = self.model
+        factor = schedule_factor(self.cfg.optim, lrs, big_b) if m.measured else None  # the table's clock
         p_after = self.progress + np.cumsum(m.step_progress(big_b, lrs / self.cfg.optim.lr))
         p_before = np.concatenate([[self.progress], p_after[:-1]])
         sums = self._counters(t, n)
@@ -217,12 +218,13 @@ class SurrogateCluster(ClusterClock):
             p_test = float(p_after[tested - 1])
             if m.measured:
                 self.test_acc = m.table_accuracy((samples_before + tested * big_b) / self.n_train,
-                                                 m.effective_log2b(self.log2b_eff, math.log2(big_b), tested * big_b / self.n_train))
+                                                 m.effective_log2b(self.log2b_eff, math.log2(big_b),
+                                                                   float(factor[:tested].sum()) * big_b / self.n_train))
             else:
                 self.test_acc = m.curves["test_acc"](p_test, tau)
             self.test_loss = m.curves["test_loss"](p_test, tau)
         if m.measured:
-            self.log2b_eff = m.effective_log2b(self.log2b_eff, math.log2(big_b), n * big_b / self.n_train)
+            self.log2b_eff = m.effective_log2b(self.log2b_eff, math.log2(big_b), float(factor.sum()) * big_b / self.n_train)
         # training accuracy and loss: means over the window of the model before each step, with the
         # sampling noise of n * b_i samples
         p_mid = sum(p_before.tolist()) / n

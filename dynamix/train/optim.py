@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from dynamix.config import OptimConfig
@@ -48,6 +49,14 @@ def learning_rate(cfg: OptimConfig, iteration: int, total_iters: int, global_bat
     else:
         sched = 1.0
     return cfg.lr * warm * sched * batch_scaling(cfg.lr_scaling, global_batch, cfg.base_batch) * lr_scale
+
+
+def schedule_factor(cfg: OptimConfig, lr, global_batch):
+    """warmup(t) * schedule(t) * lr_scale of learning rates ``lr`` at global batches ``global_batch``:
+    lr / (lr0 * scaling(B)), the part of the rule that the batch does not set (scalars or arrays)."""
+    ratio = np.asarray(global_batch, float) / cfg.base_batch
+    scaling = {"none": np.ones_like(ratio), "linear": ratio, "sqrt": np.sqrt(ratio)}[cfg.lr_scaling]
+    return np.asarray(lr, float) / (cfg.lr * scaling)
 
 
 def batch_scaling(rule: str, global_batch: float, base_batch: int) -> float:
