@@ -201,9 +201,9 @@ def test_lbbsp_rows_run_the_rule_on_the_table_cluster_and_a_judged_or_colliding_
     assert stale_table(model, asked) == ""
     assert f"lbbsp:batch={4 * decide} on clusters/mixed-4.yaml" in stale_table(model, static)
     assert stale_table(measured.with_table(make_model(cfg), runs, 10.0, table_plan(static)), asked) != ""
-    judged = cfg.experiments.inference.clusters[0]
-    with pytest.raises(measured.TableError, match=f"sim.table_cluster = {judged}: .* judge or validate on"):
-        table_rows(config.with_overrides(cfg, {"sim": {**lbbsp, "table_cluster": judged}}))
+    for judged in (cfg.experiments.inference.clusters[0], cfg.experiments.ablation.heldout[0]):
+        with pytest.raises(measured.TableError, match=f"sim.table_cluster = {judged}: .* judge or validate on"):
+            table_rows(config.with_overrides(cfg, {"sim": {**lbbsp, "table_cluster": judged}}))
     two = tmp_path / "two.yaml"  # 2 workers: the row at 64 per worker is 128 samples, the static row at 32
     two.write_text("name: two\nseed: 0\narchitecture: {kind: ring}\nworkers:\n"
                    "  - {count: 2, device: reference, bandwidth_gbps: 10, latency_ms: 0.05}\n")

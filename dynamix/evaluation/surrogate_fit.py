@@ -113,7 +113,7 @@ def table_rows(cfg: Config) -> dict[int, tuple[str, str, int]]:
     cluster = sim.table_cluster or base
     spec = clusters.load(cluster)
     inf = cfg.experiments.inference
-    judged = {clusters.load(c).name: c for c in (*inf.clusters, *inf.tune_clusters)}
+    judged = {clusters.load(c).name: c for c in (*inf.clusters, *inf.tune_clusters, *cfg.experiments.ablation.heldout)}
     if spec.name in judged:
         raise measured.TableError(f"sim.table_cluster = {cluster}: {spec.name} is a cluster the experiments judge "
                                   f"or validate on ({judged[spec.name]}); the table must come from another")
