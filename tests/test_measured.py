@@ -5,6 +5,7 @@ Runs on hand-made run tables and the hand-written model of tests/helpers/surroga
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -182,6 +183,34 @@ def test_the_artifact_records_runs_per_batch_and_a_fit_with_another_seed_plan_is
     assert f"not {{'{sizes[0]}': {cfg.experiments.seeds}" in stale_table(model, default)  # every batch at experiments.seeds
     unplanned = measured.with_table(make_model(cfg), runs, epochs=10.0)  # from before the plan was recorded
     assert stale_table(unplanned, default) == "" and f"not {{'{sizes[0]}': 10" in stale_table(unplanned, asked)
+    assert stale_table(dataclasses.replace(model, acc_spread=()), asked) == "its table has no spread between seeds"
+
+
+def test_a_surrogate_run_reads_the_table_spread_by_its_seed(cfg, tmp_path):
+    """Three seeds at 128 samples end at 0.55, 0.60 and 0.65: the table keeps their standard deviation,
+    and training runs of many seeds scatter around the mean by it, each seed the same on every rerun."""
+    ends = (0.55, 0.60, 0.65)
+    runs = pd.concat([run_rows(f"s{i}", [128] * 10, list(np.linspace(0.2, end, 10))) for i, end in enumerate(ends)]
+                     + [run_rows("large", [1024] * 10, list(np.linspace(0.1, 0.4, 10)))])
+    model = measured.with_table(make_model(cfg), runs, epochs=10.0)
+    assert model.table_spread(10.0, 7.0) == pytest.approx(np.std(ends, ddof=1), abs=1e-6)
+    assert model.table_spread(10.0, 10.0) == 0.0  # one run: no spread
+    run_cfg = config.with_overrides(cfg, {"train": {"epochs": 10, "eval_every": cfg.batch.window}})
+
+    def final(seed, spread=True):
+        cluster = SurrogateCluster(clusters.homogeneous(4), run_cfg, model, seed=seed, cost=COST, seed_spread=spread)
+        while not cluster.done:
+            cluster.run_window([32] * 4)
+        return cluster.test_acc
+
+    finals = np.array([final(seed) for seed in range(120)])
+    assert final(7) == finals[7]
+    z = (finals - model.table_accuracy(10.0, 7.0)) / model.table_spread(10.0, 7.0)
+    assert abs(z.mean()) < 0.3 and 0.75 < z.std() < 1.25
+    assert 0.05 < (z > 1).mean() < 0.3  # about one run in six above mean + s, as a normal seed effect gives
+    assert final(7, spread=False) == pytest.approx(model.table_accuracy(10.0, 7.0))  # outside training: the mean
+    again = progress.load(progress.save(model, tmp_path / "spread.json"))
+    assert again.checksum() == model.checksum() and again.table_spread(10.0, 7.0) == model.table_spread(10.0, 7.0)
 
 
 def test_lbbsp_rows_run_the_rule_on_the_table_cluster_and_a_judged_or_colliding_cluster_is_refused(cfg, tmp_path):
@@ -211,3 +240,14 @@ def test_lbbsp_rows_run_the_rule_on_the_table_cluster_and_a_judged_or_colliding_
         table_rows(config.with_overrides(cfg, {"sim": {**lbbsp, "table_cluster": str(two), "table_seed_batches": [64]}}))
     with pytest.raises(ConfigError, match="sim.table_policy"):
         config.load(overrides={"sim": {"table_policy": "gns"}})
+
+
+def test_training_episodes_spread_the_table_by_their_run_seed(cfg, tmp_path):
+    from dynamix.rl.env import DynamixEnv
+
+    path = progress.save(_measured_model(cfg), tmp_path / "measured.json")
+    on = config.load(profile="default", overrides={"model": {"name": "mlp", "width": 0.25}, "rl": {"episode_epochs": 0.5},
+                                                   "sim": {"backend": "surrogate", "surrogate": str(path)}})
+    env = DynamixEnv(training_config(on), cost=COST)
+    env.reset(seed=0)
+    assert env.cluster.seed_spread

@@ -136,7 +136,7 @@ def sources(rows: dict[int, tuple[str, str, int]]) -> dict[int, str]:
 
 def stale_table(model: progress.ProgressModel, cfg: Config) -> str:
     """Why a fitted artifact's measured table is not the one ``cfg`` asks for ("" when it is): another
-    memory (:data:`dynamix.sim.measured.MEMORY_EPOCHS` and its clock), another seed plan or other runs behind a row (an artifact from before these were recorded ran every batch
+    memory (:data:`dynamix.sim.measured.MEMORY_EPOCHS` and its clock), no spread between seeds, another seed plan or other runs behind a row (an artifact from before these were recorded ran every batch
     at ``experiments.seeds``, statically on ``experiments.baselines.cluster``)."""
     if cfg.sim.learning != "measured":
         return ""
@@ -145,6 +145,8 @@ def stale_table(model: progress.ProgressModel, cfg: Config) -> str:
     if memory != (measured.MEMORY_EPOCHS, measured.MEMORY_CLOCK):
         return f"its table's memory {memory[0]} {memory[1]}, not {measured.MEMORY_EPOCHS} {measured.MEMORY_CLOCK}"
     rows = table_rows(cfg)
+    if not model.acc_spread and max(n for _, _, n in rows.values()) > 1:
+        return "its table has no spread between seeds"
     want = {str(b): n for b, (_, _, n) in sorted(rows.items())}
     have = recorded.get("seed_plan", {b: cfg.experiments.seeds for b in want})
     if have != want:

@@ -208,12 +208,12 @@ class DynamixEnv(gym.Env):
 
     def _new_cluster(self, spec: ClusterSpec, run_seed: int):
         """The episode's training run: simulated (``rl.episodes: sim``; the model math or the fitted
-        surrogate, ``sim.backend``) or real (``engine``)."""
+        surrogate, ``sim.backend``, its measured accuracy spread by the run seed) or real (``engine``)."""
         if self.cfg.rl.episodes == "engine":
             from dynamix.sim.engine_cluster import EngineCluster  # lazy: grpc and torchrun only when used
 
             return EngineCluster(spec, self.cfg, run_seed)
-        return virtual_cluster(spec, self.cfg, self.data, run_seed, self.cost, model=self.surrogate)
+        return virtual_cluster(spec, self.cfg, self.data, run_seed, self.cost, model=self.surrogate, seed_spread=True)
 
     def close(self) -> None:
         """Stop the current episode's engine run (a simulated one needs nothing)."""

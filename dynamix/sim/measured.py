@@ -96,6 +96,12 @@ def _table(grid: np.ndarray,
     return tuple(float(e) for e in grid), tuple(math.log2(b) for b in batches), table
 
 
+def _spread(curves: dict[int, list[np.ndarray]]) -> np.ndarray:
+    """The between-run standard deviation of each batch's curves [batch][epoch] (ddof 1; 0 for one run)."""
+    return np.array([np.std(curves[b], axis=0, ddof=1) if len(curves[b]) > 1 else np.zeros_like(curves[b][0])
+                     for b in sorted(curves)])
+
+
 def accuracy_table(runs: pd.DataFrame, epochs: float) -> tuple[tuple[float, ...], tuple[float, ...], np.ndarray]:
     """(epochs grid, log2 global batches, mean test accuracy [batch][epoch]) of the runs in ``runs``
     (``runs.csv`` rows, one per worker and window) whose global batch never moves, over 0..``epochs``."""
@@ -139,8 +145,8 @@ def schedule_errors(model: ProgressModel, runs: pd.DataFrame, optim: OptimConfig
 
 def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float,
                plan: dict[int, int] | None = None, sources: dict[int, str] | None = None) -> ProgressModel:
-    """``model`` with the measured accuracy of ``runs`` over ``epochs`` epochs (:func:`accuracy_table`)
-    and :data:`MEMORY_EPOCHS` (on :data:`MEMORY_CLOCK`); the batches, the runs per batch, the seed ``plan`` (:func:`seed_plan`)
+    """``model`` with the measured accuracy of ``runs`` over ``epochs`` epochs (:func:`accuracy_table`), its
+    between-run spread, and :data:`MEMORY_EPOCHS` (on :data:`MEMORY_CLOCK`); the batches, the runs per batch, the seed ``plan`` (:func:`seed_plan`)
     and what ran each per-worker batch's row (``sources``) go into its provenance."""
     grid, curves = _curves(runs, epochs)
     grid, log2b, table = _table(grid, curves)
@@ -155,4 +161,5 @@ def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float,
         provenance["measured"]["sources"] = {str(b): s for b, s in sorted(sources.items())}
     return dataclasses.replace(model, acc_epochs=grid, acc_log2b=log2b, memory_epochs=MEMORY_EPOCHS,
                                acc_table=tuple(tuple(round(float(v), 6) for v in row) for row in table),
+                               acc_spread=tuple(tuple(round(float(v), 6) for v in row) for row in _spread(curves)),
                                provenance=provenance)

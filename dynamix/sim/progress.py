@@ -50,10 +50,16 @@ an effective batch
 (the iterate relaxes to the noise temperature of the new batch; Mandt et al. 2017). The clock c runs in
 epochs de weighted by f = warmup * schedule * lr_scale (:func:`dynamix.train.optim.schedule_factor`): the
 relaxation takes m epochs at the schedule's full step and ten times as many after a 0.1 decay, so a batch
-dropped after a decay moves the accuracy as little as the real math lets it (its first half is kept). This
-leaves out the seeds' spread (the table is a mean), batches outside the sweep (clamped to its ends)
-and epochs past the sweep's budget (held at the last value); training accuracy, losses and gradient
-statistics still come from the fitted curves.
+dropped after a decay moves the accuracy as little as the real math lets it (its first half is kept).
+
+A run's seed moves its whole curve: at the batches where a target is won or lost, one seed's final
+accuracy sits 0.3-0.6 points from the mean (the per-worker split and the data order), and whether the run
+reaches the target hangs on it. So the table also carries the runs' standard deviation s(e, B)
+(``acc_spread``), and a surrogate run reads mean + z s at its effective batch, with one z ~ N(0, 1) per
+run seed: a batch whose mean barely clears the target misses on a share of the runs, as it does on the
+real math. This leaves out the batches outside the sweep (clamped to its ends) and epochs past the
+sweep's budget (held at the last value); training accuracy, losses and gradient statistics still come
+from the fitted curves.
 
 The fitted model is a JSON artifact (:func:`save`, :func:`load`) with the workload it was fitted on and
 its provenance; :func:`load` refuses, in one line, a file that is not one, was altered after fitting
@@ -78,7 +84,7 @@ from dynamix.errors import InputFileError
 
 SCHEMA = "dynamix-surrogate-v1"
 CURVES = ("test_acc", "test_loss", "train_acc", "train_loss")
-TABLE_FIELDS = ("acc_epochs", "acc_log2b", "acc_table", "memory_epochs")
+TABLE_FIELDS = ("acc_epochs", "acc_log2b", "acc_table", "memory_epochs", "acc_spread")
 
 
 class SurrogateArtifactError(InputFileError, ValueError):
@@ -127,6 +133,7 @@ class ProgressModel:
     acc_log2b: tuple[float, ...] = ()  # its global batches, log2, ascending
     acc_table: tuple[tuple[float, ...], ...] = ()  # mean test accuracy [batch][epoch]
     memory_epochs: float = 0.0  # m of the effective batch, in schedule-weighted epochs
+    acc_spread: tuple[tuple[float, ...], ...] = ()  # between-run standard deviation [batch][epoch]; () none
 
     @property
     def measured(self) -> bool:
@@ -169,12 +176,23 @@ class ProgressModel:
             raise SurrogateArtifactError("surrogate acc_table: accuracies must be finite and in [0, 1]")
         if not (math.isfinite(self.memory_epochs) and self.memory_epochs >= 0):
             raise SurrogateArtifactError(f"surrogate memory_epochs = {self.memory_epochs}: must be finite and >= 0")
+        spread = np.asarray(self.acc_spread, float) if self.acc_spread else np.zeros_like(table)
+        if spread.shape != table.shape or not (np.all(np.isfinite(spread)) and spread.min() >= 0.0):
+            raise SurrogateArtifactError(f"surrogate acc_spread: shape {spread.shape}, need {table.shape}, "
+                                         "finite and >= 0")
         object.__setattr__(self, "_table", table)
+        object.__setattr__(self, "_spread", spread)
 
     def table_accuracy(self, epochs: float, log2b: float) -> float:
         """The measured mean test accuracy at ``epochs`` and effective batch 2^``log2b`` (bilinear; clamped
         to the table's batches and epochs)."""
         per_batch = [float(np.interp(epochs, self.acc_epochs, row)) for row in self._table]
+        return float(np.interp(log2b, self.acc_log2b, per_batch))
+
+    def table_spread(self, epochs: float, log2b: float) -> float:
+        """The between-run standard deviation of the test accuracy at ``epochs`` and 2^``log2b`` (as
+        :meth:`table_accuracy`; 0 for a table without one)."""
+        per_batch = [float(np.interp(epochs, self.acc_epochs, row)) for row in self._spread]
         return float(np.interp(log2b, self.acc_log2b, per_batch))
 
     def effective_log2b(self, previous: float, log2b: float, clock: float) -> float:
@@ -224,6 +242,8 @@ class ProgressModel:
         if not self.measured:  # the fitted-only artifacts of before the table keep their checksums
             for k in TABLE_FIELDS:
                 d.pop(k)
+        if not self.acc_spread:  # and the tables of before the spread theirs
+            d.pop("acc_spread", None)
         return io.jsonable(d)
 
     def checksum(self) -> str:

@@ -37,11 +37,14 @@ log = logging.getLogger(__name__)
 
 
 def virtual_cluster(spec: ClusterSpec, cfg: Config, data: Cifar10 | None = None, seed: int | None = None,
-                    cost: CostModel | None = None, model: progress.ProgressModel | None = None) -> ClusterClock:
-    """The run's cluster: the fitted surrogate (:mod:`dynamix.sim.surrogate`) when ``sim.backend`` is
-    ``surrogate`` (``model``, else the one ``cfg`` names, read from its file), else the real-math simulator."""
+                    cost: CostModel | None = None, model: progress.ProgressModel | None = None,
+                    seed_spread: bool = False) -> ClusterClock:
+    """The run's cluster: the fitted surrogate (:mod:`dynamix.sim.surrogate`, ``seed_spread`` as there) when
+    ``sim.backend`` is ``surrogate`` (``model``, else the one ``cfg`` names, read from its file), else the
+    real-math simulator."""
     if cfg.sim.backend == "surrogate":
-        return SurrogateCluster(spec, cfg, model or progress.for_config(cfg), seed=seed, cost=cost)
+        return SurrogateCluster(spec, cfg, model or progress.for_config(cfg), seed=seed, cost=cost,
+                                seed_spread=seed_spread)
     return VirtualCluster(spec, cfg, data=data, seed=seed, cost=cost)
 
 

@@ -8,7 +8,7 @@ unchanged. What differs:
 - learning: no model math. Accuracy, loss and gradient statistics come from a fitted
   :class:`~dynamix.sim.progress.ProgressModel` (its docstring says what it models and leaves out); a
   model that carries a measured accuracy table gives the test accuracy from it instead, at the run's
-  epochs and effective global batch;
+  epochs and effective global batch (in an RL episode, spread by the run seed's draw);
 - time: the same cost model and spec dynamics, computed for the k iterations of a window at once with
   numpy arrays of shape [k, N]: compute t_ij = (a + c b_i) / s_ij (``CostModel.compute_ms``),
   communication T_comm from ``CostModel.comm_ms`` per distinct bandwidth row, and the iteration
@@ -43,12 +43,14 @@ DRAW_BLOCK = 256
 class SurrogateCluster(ClusterClock):
     """N simulated workers, learning from ``model`` (the one of ``cfg``'s workload: :func:`dynamix.sim.progress.for_config`
     loads and checks it); ``seed`` (default ``train.seed``) fixes the sampling noise of accuracy, loss
-    and gradient norms and the counters. ``cost`` as in VirtualCluster."""
+    and gradient norms and the counters. ``cost`` as in VirtualCluster. ``seed_spread``: the measured
+    table's test accuracy is spread by the seed (an RL episode: it learns that a batch at the target's edge
+    misses on some seeds); else its mean (a surrogate run checked against, or standing for, a real one)."""
 
     def __init__(self, spec: ClusterSpec, cfg: Config, model: ProgressModel, seed: int | None = None,
-                 cost: CostModel | None = None) -> None:
+                 cost: CostModel | None = None, seed_spread: bool = False) -> None:
         super().__init__(spec, cfg, calibrated_cost(cfg) if cost is None else cost)
-        self.model = model
+        self.model, self.seed_spread = model, seed_spread
         self.seed = cfg.train.seed if seed is None else seed
         self.n_train = model.n_train
         self.total_iters = total_iterations(cfg, self.n_train, self.n_workers * cfg.batch.initial)
@@ -75,6 +77,8 @@ class SurrogateCluster(ClusterClock):
         self.iteration, self.samples, self.progress, self.elapsed_s, self.window = 0, 0, 0.0, 0.0, 0
         self.test_loss, self.test_acc = math.nan, math.nan
         self.log2b_eff = math.nan  # the measured table's effective batch (ProgressModel.effective_log2b)
+        self._acc_z = (float(np.random.default_rng(derive_seed(self.seed, "surrogate-accuracy")).standard_normal())
+                       if self.seed_spread else 0.0)  # the run seed's place in the table's spread
 
     @property
     def epochs_done(self) -> float:
@@ -216,10 +220,11 @@ class SurrogateCluster(ClusterClock):
         if last_test > self.iteration - n or self.done:  # as the simulator: every eval_every iterations, and at the end
             tested = n if self.done else last_test - (self.iteration - n)  # iterations of this window before the test
             p_test = float(p_after[tested - 1])
-            if m.measured:
-                self.test_acc = m.table_accuracy((samples_before + tested * big_b) / self.n_train,
-                                                 m.effective_log2b(self.log2b_eff, math.log2(big_b),
-                                                                   float(factor[:tested].sum()) * big_b / self.n_train))
+            if m.measured:  # the table at the run's effective batch, its seed z spreads away from the mean
+                at_epochs = (samples_before + tested * big_b) / self.n_train
+                log2b = m.effective_log2b(self.log2b_eff, math.log2(big_b), float(factor[:tested].sum()) * big_b / self.n_train)
+                self.test_acc = min(max(m.table_accuracy(at_epochs, log2b)
+                                        + self._acc_z * m.table_spread(at_epochs, log2b), 0.0), 1.0)
             else:
                 self.test_acc = m.curves["test_acc"](p_test, tau)
             self.test_loss = m.curves["test_loss"](p_test, tau)
