@@ -113,7 +113,8 @@ def table_rows(cfg: Config) -> dict[int, tuple[str, str, int]]:
     cluster = sim.table_cluster or base
     spec = clusters.load(cluster)
     inf = cfg.experiments.inference
-    judged = {clusters.load(c).name: c for c in (*inf.clusters, *inf.tune_clusters, *cfg.experiments.ablation.heldout)}
+    judged = {clusters.load(c).name: c
+              for c in (*inf.clusters, *inf.tune_clusters, *cfg.experiments.ablation.heldout)}
     if spec.name in judged:
         raise measured.TableError(f"sim.table_cluster = {cluster}: {spec.name} is a cluster the experiments judge "
                                   f"or validate on ({judged[spec.name]}); the table must come from another")
@@ -136,8 +137,9 @@ def sources(rows: dict[int, tuple[str, str, int]]) -> dict[int, str]:
 
 def stale_table(model: progress.ProgressModel, cfg: Config) -> str:
     """Why a fitted artifact's measured table is not the one ``cfg`` asks for ("" when it is): another
-    memory (:data:`dynamix.sim.measured.MEMORY_EPOCHS` and its clock), no spread between seeds, another seed plan or other runs behind a row (an artifact from before these were recorded ran every batch
-    at ``experiments.seeds``, statically on ``experiments.baselines.cluster``)."""
+    memory (:data:`dynamix.sim.measured.MEMORY_EPOCHS` and its clock), no spread between seeds, another
+    seed plan or other runs behind a row (an artifact from before these were recorded ran every batch at
+    ``experiments.seeds``, statically on ``experiments.baselines.cluster``)."""
     if cfg.sim.learning != "measured":
         return ""
     recorded = model.provenance.get("measured", {})

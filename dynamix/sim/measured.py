@@ -146,8 +146,9 @@ def schedule_errors(model: ProgressModel, runs: pd.DataFrame, optim: OptimConfig
 def with_table(model: ProgressModel, runs: pd.DataFrame, epochs: float,
                plan: dict[int, int] | None = None, sources: dict[int, str] | None = None) -> ProgressModel:
     """``model`` with the measured accuracy of ``runs`` over ``epochs`` epochs (:func:`accuracy_table`), its
-    between-run spread, and :data:`MEMORY_EPOCHS` (on :data:`MEMORY_CLOCK`); the batches, the runs per batch, the seed ``plan`` (:func:`seed_plan`)
-    and what ran each per-worker batch's row (``sources``) go into its provenance."""
+    between-run spread, and :data:`MEMORY_EPOCHS` (on :data:`MEMORY_CLOCK`); the batches, the runs per
+    batch, the seed ``plan`` (:func:`seed_plan`) and what ran each per-worker batch's row (``sources``) go
+    into its provenance."""
     grid, curves = _curves(runs, epochs)
     grid, log2b, table = _table(grid, curves)
     provenance = {**model.provenance, "measured": {

@@ -55,11 +55,11 @@ dropped after a decay moves the accuracy as little as the real math lets it (its
 A run's seed moves its whole curve: at the batches where a target is won or lost, one seed's final
 accuracy sits 0.3-0.6 points from the mean (the per-worker split and the data order), and whether the run
 reaches the target hangs on it. So the table also carries the runs' standard deviation s(e, B)
-(``acc_spread``), and a surrogate run reads mean + z s at its effective batch, with one z ~ N(0, 1) per
-run seed: a batch whose mean barely clears the target misses on a share of the runs, as it does on the
-real math. This leaves out the batches outside the sweep (clamped to its ends) and epochs past the
-sweep's budget (held at the last value); training accuracy, losses and gradient statistics still come
-from the fitted curves.
+(``acc_spread``), and a training episode reads mean + z s at its effective batch, with one z ~ N(0, 1)
+per run seed: a batch whose mean barely clears the target misses on a share of the episodes, as it does
+on the real math (every other surrogate run reads the mean). This leaves out the batches outside the
+sweep (clamped to its ends) and epochs past the sweep's budget (held at the last value); training
+accuracy, losses and gradient statistics still come from the fitted curves.
 
 The fitted model is a JSON artifact (:func:`save`, :func:`load`) with the workload it was fitted on and
 its provenance; :func:`load` refuses, in one line, a file that is not one, was altered after fitting
@@ -186,13 +186,15 @@ class ProgressModel:
     def table_accuracy(self, epochs: float, log2b: float) -> float:
         """The measured mean test accuracy at ``epochs`` and effective batch 2^``log2b`` (bilinear; clamped
         to the table's batches and epochs)."""
-        per_batch = [float(np.interp(epochs, self.acc_epochs, row)) for row in self._table]
-        return float(np.interp(log2b, self.acc_log2b, per_batch))
+        return self._bilinear(self._table, epochs, log2b)
 
     def table_spread(self, epochs: float, log2b: float) -> float:
         """The between-run standard deviation of the test accuracy at ``epochs`` and 2^``log2b`` (as
         :meth:`table_accuracy`; 0 for a table without one)."""
-        per_batch = [float(np.interp(epochs, self.acc_epochs, row)) for row in self._spread]
+        return self._bilinear(self._spread, epochs, log2b)
+
+    def _bilinear(self, grid: np.ndarray, epochs: float, log2b: float) -> float:
+        per_batch = [float(np.interp(epochs, self.acc_epochs, row)) for row in grid]
         return float(np.interp(log2b, self.acc_log2b, per_batch))
 
     def effective_log2b(self, previous: float, log2b: float, clock: float) -> float:

@@ -223,8 +223,8 @@ class SurrogateCluster(ClusterClock):
             if m.measured:  # the table at the run's effective batch, its seed z spreads away from the mean
                 at_epochs = (samples_before + tested * big_b) / self.n_train
                 log2b = m.effective_log2b(self.log2b_eff, math.log2(big_b), float(factor[:tested].sum()) * big_b / self.n_train)
-                self.test_acc = min(max(m.table_accuracy(at_epochs, log2b)
-                                        + self._acc_z * m.table_spread(at_epochs, log2b), 0.0), 1.0)
+                spread = self._acc_z * m.table_spread(at_epochs, log2b) if self._acc_z else 0.0
+                self.test_acc = min(max(m.table_accuracy(at_epochs, log2b) + spread, 0.0), 1.0)
             else:
                 self.test_acc = m.curves["test_acc"](p_test, tau)
             self.test_loss = m.curves["test_loss"](p_test, tau)

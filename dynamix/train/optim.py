@@ -54,8 +54,7 @@ def learning_rate(cfg: OptimConfig, iteration: int, total_iters: int, global_bat
 def schedule_factor(cfg: OptimConfig, lr, global_batch):
     """warmup(t) * schedule(t) * lr_scale of learning rates ``lr`` at global batches ``global_batch``:
     lr / (lr0 * scaling(B)), the part of the rule that the batch does not set (scalars or arrays)."""
-    ratio = np.asarray(global_batch, float) / cfg.base_batch
-    scaling = {"none": np.ones_like(ratio), "linear": ratio, "sqrt": np.sqrt(ratio)}[cfg.lr_scaling]
+    scaling = np.vectorize(lambda b: batch_scaling(cfg.lr_scaling, b, cfg.base_batch))(global_batch)
     return np.asarray(lr, float) / (cfg.lr * scaling)
 
 
