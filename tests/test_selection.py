@@ -10,10 +10,10 @@ import math
 import pandas as pd
 import pytest
 
-from dynamix import config
+from dynamix import cluster as clusters, config
 from dynamix.cli import main as cli_main
 from dynamix.config import ConfigError
-from dynamix.evaluation import selection, targets
+from dynamix.evaluation import plan, selection, targets, tuning
 from dynamix.evaluation.policy_names import policy_dir, resolve_policy
 from dynamix.experiments import policy_training
 from dynamix.pipeline import selection as select_stage
@@ -52,6 +52,16 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
     table = pd.read_csv(root / "selection" / "selection.csv")
     assert set(table["policy"]) == set(summary["scores"]) and table["cluster"].unique().tolist() == ["val-ps-4"]
     assert table.loc[table["candidate"], "policy"].nunique() == 2
+    # one target per validation cluster: the tuned rules' sweeps (both, from the run cache) read the same
+    spec = clusters.load("clusters/validation/val-ps-4.yaml")
+    e = cfg.experiments.inference
+    (run_cfg,) = plan.budgeted(cfg, [(spec, plan.sim_config(cfg, optim=plan.optimizer(cfg, e.optimizers[0])))],
+                               root / "selection")
+    sweeps = tuning.sweeps([(spec, run_cfg)], {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches},
+                           [0], cache=plan.run_cache(root / "selection"), progress=False)
+    finals = pd.concat([sweeps["per_worker_batch"], table])["final_accuracy"]
+    assert table["target_accuracy"].unique() == pytest.approx([cfg.evaluation.target_fraction * finals.max()])
+    assert sweeps["global_batch"]["target_accuracy"].unique() == pytest.approx(table["target_accuracy"].unique())
     assert resolve_policy("dynamix", pdir, "dynamix") == f"dynamix:{pdir / summary['chosen']}"
     # a retrained (changed) artifact is not what was scored: refused, naming the record
     with open(pdir / summary["chosen"], "ab") as fh:

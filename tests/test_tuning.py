@@ -55,7 +55,9 @@ def test_global_batch_scales_with_the_clusters_workers():
 
 def test_an_empty_sweep_is_refused_before_any_run():
     with pytest.raises(ValueError, match="at least one validation cluster"):
-        tuning.sweep([], [32, 64], [0])
+        tuning.sweeps([], {"per_worker_batch": [32, 64]}, [0])
+    with pytest.raises(ValueError, match="at least one validation cluster, one batch size"):
+        tuning.sweeps([object()], {"per_worker_batch": [], "global_batch": []}, [0])
 
 
 def test_the_global_rule_holds_one_batch_whatever_the_workers():
@@ -71,3 +73,39 @@ def test_the_global_sweep_is_scored_by_its_global_batches():
                       for c, b, v in [("n4", 512, 10.0), ("n4", 1024, 12.0), ("n8", 512, 10.0), ("n8", 1024, 30.0)]])
     assert list(tuning.scores(t, "global_batch").index) == [512, 1024]
     assert tuning.choose(t, "global_batch") == 512
+
+
+def _sweep(cluster: str, key: str, runs: dict[int, tuple[str, list[tuple[float, float]]]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One sweep on one cluster, seed 0: candidate -> (policy, [(elapsed_s, test_acc) per window])."""
+    rows = pd.DataFrame([{"cluster": cluster, "policy": p, "seed": 0, "window": w, "elapsed_s": t, "test_acc": a}
+                         for m, (p, tests) in runs.items() for w, (t, a) in enumerate(tests)])
+    summary = pd.DataFrame([{"cluster": cluster, "policy": p, key: m, "seed": 0, "final_accuracy": tests[-1][1],
+                             "total_time_s": tests[-1][0]} for m, (p, tests) in runs.items()])
+    return summary, rows
+
+
+def test_both_sweeps_read_one_target_and_one_horizon_per_validation_cluster():
+    # 32 per worker ends at 0.64 (target 0.95 x 0.64 = 0.608) after 30 s; the global sweep alone ends at
+    # most at 0.62 (its own target 0.589), and its 768 crosses 0.589 at 6 s but never 0.608
+    per_worker = _sweep("a", "per_worker_batch", {32: ("lbbsp:batch=128", [(10.0, 0.5), (30.0, 0.64)]),
+                                                  128: ("lbbsp:batch=512", [(4.0, 0.5), (8.0, 0.62)])})
+    glob = _sweep("a", "global_batch", {512: ("lbbsp:batch=512", [(4.0, 0.5), (8.0, 0.62)]),
+                                        768: ("lbbsp:batch=768", [(3.0, 0.55), (6.0, 0.60)])})
+    pw, gl = tuning.with_targets([per_worker, glob], fraction=0.95)
+    assert list(gl["target_accuracy"]) == pytest.approx([0.608, 0.608]) and pw["target_accuracy"].iloc[0] == pytest.approx(0.608)
+    t768 = gl.set_index("global_batch").loc[768]
+    assert math.isnan(t768["time_to_target_s"]) and t768["time_to_target_censored_s"] == 30.0  # the cluster's horizon
+    assert tuning.choose(gl, "global_batch") == 512
+    # the rule before: the global sweep against its own runs made the 768 that misses the faster one
+    (alone,) = tuning.with_targets([glob], fraction=0.95)
+    assert alone["target_accuracy"].iloc[0] == pytest.approx(0.589) and tuning.choose(alone, "global_batch") == 768
+
+
+def test_a_listed_tuned_rule_with_an_empty_sweep_is_refused_naming_the_field(tmp_path):
+    from dynamix import config
+    from dynamix.config import ConfigError
+    from dynamix.experiments.inference import tuned_rules
+
+    cfg = config.load(profile="smoke", overrides={"experiments": {"inference": {"tune_batches": []}}})
+    with pytest.raises(ConfigError, match=r"experiments.inference.tune_batches is empty: lbbsp:tuned"):
+        tuned_rules(cfg, tmp_path)

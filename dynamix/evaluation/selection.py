@@ -3,15 +3,20 @@
 Training seeds (or recipes, or snapshots) give several policies whose returns on the surrogate do not
 say which is fastest to target on a real cluster. A practitioner picks among them where they may look:
 the validation clusters (``experiments.inference.tune_clusters``), never the held-out ones. Each
-candidate trains the experiments' workload there under the evaluation protocol, beside LB-BSP at every
-global batch of ``tune_global_batches`` (the sweep that tunes ``lbbsp:tuned-global``, so those runs
-come from the run cache), and is scored as the tuned rules are (:mod:`dynamix.evaluation.tuning`):
+candidate trains the experiments' workload there under the evaluation protocol, beside the tuned
+rules' LB-BSP sweeps (the same runs, so they come from the run cache), and is scored as the tuned rules
+are (:mod:`dynamix.evaluation.tuning`), beside LB-BSP at every global batch of ``tune_global_batches``:
 
     score(p) = geomean over clusters c of  T_c(p) / min_q T_c(q)
 
 with q over the candidates and the LB-BSP sweep together and T_c the mean over seeds of the censored
-time to target (:func:`~dynamix.evaluation.targets.censored_time`, one target per cluster: the fraction
-of the best mean final accuracy among all of them). A score of 1.00 is the fastest policy on every
+time to target (:func:`~dynamix.evaluation.targets.censored_time`). Target and horizon are the
+validation cluster's one target and horizon, as the tuned rules read them
+(:func:`dynamix.evaluation.tuning.with_targets`): the fraction of the best mean final accuracy among the
+candidates and both LB-BSP sweeps, the per-worker one (``tune_batches``) included, whose smallest
+batch sets it in the converged regime, as the static sweep's smallest sets a held-out cluster's.
+Without it the target sat up to 0.8 points lower than the held-out rule puts it, and a candidate
+ending at the target's edge scored as fast. A score of 1.00 is the fastest policy on every
 validation cluster; the LB-BSP rows give the simple rule's score beside the candidates'. The lowest
 candidate is chosen (the first listed on a tie).
 """
@@ -27,7 +32,6 @@ from dynamix.cluster import ClusterSpec
 from dynamix.config import Config
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
-from dynamix.evaluation.targets import censored_time, set_targets
 from dynamix.evaluation import tuning
 from dynamix.evaluation.tuning import lbbsp_spec
 
@@ -37,24 +41,32 @@ TABLE_COLUMNS = ["cluster", "policy", "candidate", "seed", "final_accuracy", "to
 
 
 def run_and_score(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Mapping[str, str],
-                  global_batches: Sequence[int], seeds: Sequence[int], jobs: int = 1, cache: Path | None = None,
+                  sweeps: Mapping[str, Sequence[int]], seeds: Sequence[int], jobs: int = 1, cache: Path | None = None,
                   progress: bool = True) -> tuple[pd.Series, pd.DataFrame]:
-    """The scores (module docstring) of ``candidates`` (label -> policy spec) and of LB-BSP at each of
-    ``global_batches``, indexed by label (``lbbsp:batch=B`` for the sweep), and the runs' table
-    (:data:`TABLE_COLUMNS`). ``groups``: (validation cluster, its budgeted run config)."""
-    if not groups or not candidates or not seeds:
-        raise ValueError("a selection needs at least one validation cluster, one candidate and one seed")
-    sweep = [SimTask(spec, run_cfg, lbbsp_spec(b, spec.n_workers, "global_batch"), seed, (("global_batch", int(b)),))
-             for spec, run_cfg in groups for b in global_batches for seed in seeds]  # the tuning sweep's run ids
+    """The scores (module docstring) of ``candidates`` (label -> policy spec) and of LB-BSP at each
+    global batch of ``sweeps["global_batch"]``, indexed by label (``lbbsp:batch=B`` for the sweep), and
+    the runs' table (:data:`TABLE_COLUMNS`; the per-worker sweep's rows, which set the target, are not
+    scored). ``groups``: (validation cluster, its budgeted run config); ``sweeps``: the tuned rules'
+    candidates by key (:data:`dynamix.evaluation.tuning.KEYS`)."""
+    if not groups or not candidates or not seeds or not sweeps.get("global_batch"):
+        raise ValueError("a selection needs at least one validation cluster, one candidate, one seed and one "
+                         "global batch (experiments.inference.tune_global_batches)")
+    parts = []
+    for key, batches in sweeps.items():
+        if len(batches):  # the tuning sweeps' run ids, so their runs come from the run cache
+            runs = run_simulations(tuning.sweep_tasks(groups, batches, seeds, key), jobs, desc=f"selection ({key})",
+                                   cache=cache, progress=progress)
+            parts.append((run_summary(runs, ["cluster", "policy"]).assign(candidate=False, scored=key == "global_batch"),
+                          runs))
     mine = [SimTask(spec, run_cfg, policy, seed, label=label)
             for spec, run_cfg in groups for label, policy in candidates.items() for seed in seeds]
-    runs = run_simulations(sweep + mine, jobs, desc="selection", cache=cache, progress=progress)
+    runs = run_simulations(mine, jobs, desc="selection", cache=cache, progress=progress)
+    parts.append((run_summary(runs, ["cluster", "policy"]).assign(candidate=True, scored=True), runs))
     fraction, fixed = groups[0][1].evaluation.target_fraction, groups[0][1].evaluation.target_accuracy
-    table = set_targets(run_summary(runs, ["cluster", "policy"]), runs, fraction, fixed)
-    table["candidate"] = table["policy"].isin(list(candidates))
-    table["time_to_target_censored_s"] = censored_time(table)
-    order = list(candidates) + [lbbsp_spec(b, 0, "global_batch") for b in global_batches]
-    return scores(table, order), table[TABLE_COLUMNS]
+    table = pd.concat(tuning.with_targets(parts, fraction, fixed), ignore_index=True)
+    table = table[table["scored"]]
+    order = list(candidates) + [lbbsp_spec(b, 0, "global_batch") for b in sweeps["global_batch"]]
+    return scores(table, order), table[TABLE_COLUMNS].reset_index(drop=True)
 
 
 def scores(table: pd.DataFrame, order: Sequence[str]) -> pd.Series:

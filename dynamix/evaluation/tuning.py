@@ -11,9 +11,13 @@ default B. Two sweeps, two rules (``key``):
   rate set for a global batch, the ``cpu`` profile's best B does not grow with N (docs/results.md): there
   128 per worker misses the target on every seed of an 8-worker cluster, 512 samples on none.
 
-Score of a candidate m, from the runs of every candidate on every validation cluster under the
-evaluation protocol (:mod:`dynamix.evaluation`: same time budget per cluster, target = the fraction
-of the best candidate's mean final accuracy there):
+Both sweeps run together (:func:`sweeps`) and read one target and one horizon per validation cluster,
+as a held-out cluster's policies do: the fraction of the best mean final accuracy among all their runs
+there (in the converged regime LB-BSP at 32 per worker, which only the per-worker sweep has). Read
+apart, the global sweep's target sat 0.1-0.8 points lower than the per-worker sweep's on the same
+cluster, which let batches that end at the target's edge look fast there. Score of a candidate m,
+from the runs of every candidate on every validation cluster under the evaluation protocol
+(:mod:`dynamix.evaluation`: same time budget per cluster):
 
     score(m) = geomean over clusters c of  T_c(m) / min_m' T_c(m')
 
@@ -50,22 +54,48 @@ def lbbsp_spec(candidate: int, n_workers: int, key: str = "per_worker_batch") ->
     return f"lbbsp:batch={int(candidate) * (int(n_workers) if key == 'per_worker_batch' else 1)}"
 
 
-def sweep(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Sequence[int], seeds: Sequence[int],
-          jobs: int = 1, cache: Path | None = None, progress: bool = True,
-          key: str = "per_worker_batch") -> pd.DataFrame:
+def sweep_tasks(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Sequence[int], seeds: Sequence[int],
+                key: str = "per_worker_batch") -> list[SimTask]:
     """Every candidate of ``candidates`` (per-worker or global batches, ``key``) on every (validation
-    cluster, budgeted run config) of ``groups`` over ``seeds``: one row per run, :data:`TABLE_COLUMNS`
-    with ``key`` in place of ``per_worker_batch``."""
+    cluster, budgeted run config) of ``groups`` over ``seeds``; ``key`` is a column of the runs."""
+    return [SimTask(spec, run_cfg, lbbsp_spec(m, spec.n_workers, key), seed, ((key, int(m)),))
+            for spec, run_cfg in groups for m in candidates for seed in seeds]
+
+
+def with_targets(parts: Sequence[tuple[pd.DataFrame, pd.DataFrame]], fraction: float,
+                 fixed: float = 0.0) -> list[pd.DataFrame]:
+    """Each part's per-run summary with ``target_accuracy``, ``time_to_target_s`` and
+    ``time_to_target_censored_s`` from one target and one horizon per cluster over every part's runs
+    (module docstring); ``parts``: (per-run summary, the runs' rows). A run in two parts (LB-BSP at 128
+    per worker on 4 workers is the global sweep's 512) is the same run and counts once."""
+    summary = pd.concat([s.assign(_part=i) for i, (s, _) in enumerate(parts)], ignore_index=True)
+    runs = pd.concat([r for _, r in parts], ignore_index=True)
+    summary = set_targets(summary, runs, fraction, fixed)
+    summary["time_to_target_censored_s"] = censored_time(summary)
+    return [summary[summary["_part"] == i].drop(columns="_part").reset_index(drop=True) for i in range(len(parts))]
+
+
+def sweeps(groups: Sequence[tuple[ClusterSpec, Config]], candidates: dict[str, Sequence[int]], seeds: Sequence[int],
+           jobs: int = 1, cache: Path | None = None, progress: bool = True) -> dict[str, pd.DataFrame]:
+    """The sweeps ``candidates`` names (key -> its per-worker or global batches; an empty list is no
+    sweep) on every (validation cluster, budgeted run config) of ``groups`` over ``seeds``, one table
+    per key (:data:`TABLE_COLUMNS` with the key in place of ``per_worker_batch``), every one read
+    against the same target and horizon per cluster (module docstring)."""
+    candidates = {k: list(v) for k, v in candidates.items() if len(v)}
     if not groups or not candidates or not seeds:
         raise ValueError("the LB-BSP sweep needs at least one validation cluster, one batch size and one seed")
-    tasks = [SimTask(spec, run_cfg, lbbsp_spec(m, spec.n_workers, key), seed, ((key, int(m)),))
-             for spec, run_cfg in groups for m in candidates for seed in seeds]
-    runs = run_simulations(tasks, jobs, desc=f"LB-BSP sweep ({key})", cache=cache, progress=progress)
+    parts = {}
+    for key, batches in candidates.items():
+        if key not in KEYS:
+            raise ValueError(f"key = {key!r} is not allowed: must be one of {', '.join(map(repr, KEYS))}")
+        runs = run_simulations(sweep_tasks(groups, batches, seeds, key), jobs, desc=f"LB-BSP sweep ({key})",
+                               cache=cache, progress=progress)
+        parts[key] = (run_summary(runs, ["cluster", "policy", key]), runs)
     fraction, fixed = groups[0][1].evaluation.target_fraction, groups[0][1].evaluation.target_accuracy
-    table = set_targets(run_summary(runs, ["cluster", "policy", key]), runs, fraction, fixed)
-    table["n_workers"] = table["cluster"].map({spec.name: spec.n_workers for spec, _ in groups})
-    table["time_to_target_censored_s"] = censored_time(table)
-    return table[[key if c == "per_worker_batch" else c for c in TABLE_COLUMNS]]
+    workers = {spec.name: spec.n_workers for spec, _ in groups}
+    return {key: table.assign(n_workers=table["cluster"].map(workers))[
+                [key if c == "per_worker_batch" else c for c in TABLE_COLUMNS]]
+            for key, table in zip(parts, with_targets(list(parts.values()), fraction, fixed))}  # fmt: skip
 
 
 def scores(table: pd.DataFrame, key: str = "per_worker_batch") -> pd.Series:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from dynamix import cluster, io
-from dynamix.config import Config, with_overrides
+from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.evaluation import plan, policy_names, stats, tuning
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, run_simulations
@@ -100,34 +100,40 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
     return pd.concat([per_run, oracle], ignore_index=True), found.grid.assign(optimizer=opt), runs
 
 
-def tune_lbbsp(cfg: Config, out: Path, key: str) -> tuple[dict[str, pd.Series], pd.DataFrame]:
-    """Per optimiser, the scores of a tuned LB-BSP's candidates (:mod:`dynamix.evaluation.tuning`; the
-    lowest is the choice) on the validation clusters ``experiments.inference.tune_clusters``, and the
-    sweep's runs. ``key``: per-worker candidates ``tune_batches`` or global ones ``tune_global_batches``."""
+def tuned_rules(cfg: Config, out: Path) -> dict[str, tuple[dict[str, pd.Series], pd.DataFrame]]:
+    """The tuned rules listed in ``policies`` (:data:`~dynamix.evaluation.policy_names.TUNED`), keyed by
+    the policy's name: per optimiser the scores of its candidates (:mod:`dynamix.evaluation.tuning`;
+    the lowest is the choice) on the validation clusters ``experiments.inference.tune_clusters``, and
+    its sweep's runs. Both sweeps (``tune_batches`` per worker, ``tune_global_batches``) run whenever
+    one rule is listed: together they set each validation cluster's target."""
     e = cfg.experiments.inference
+    listed = [name for name in policy_names.TUNED if name in e.policies]
+    if not listed:
+        return {}
     specs = [cluster.load(c) for c in e.tune_clusters]
-    candidates = e.tune_batches if key == "per_worker_batch" else e.tune_global_batches
-    scores, tables = {}, []
+    candidates = {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches}
+    for name in listed:
+        if not candidates[policy_names.TUNED[name]]:
+            field = "tune_batches" if policy_names.TUNED[name] == "per_worker_batch" else "tune_global_batches"
+            raise ConfigError(f"experiments.inference.{field} is empty: {name} is listed in policies and needs "
+                              f"at least one batch size to tune")
+    rules: dict[str, tuple[dict[str, pd.Series], list[pd.DataFrame]]] = {name: ({}, []) for name in listed}
     for opt in e.optimizers:
         run_cfgs = plan.budgeted(cfg, [(spec, workload(cfg, opt)) for spec in specs], out)
-        table = tuning.sweep(list(zip(specs, run_cfgs)), candidates, plan.seeds(cfg)[: e.tune_seeds],
-                             cfg.experiments.jobs, cache=plan.run_cache(out), key=key)  # fmt: skip
-        scores[opt] = tuning.scores(table, key)
-        tables.append(table.assign(optimizer=opt))
-        log.info("LB-BSP tuned by %s (%s): %d; scores %s", key, opt, scores[opt].idxmin(), scores[opt].round(3).to_dict())
-    return scores, pd.concat(tables, ignore_index=True)
+        tables = tuning.sweeps(list(zip(specs, run_cfgs)), candidates, plan.seeds(cfg)[: e.tune_seeds],
+                               cfg.experiments.jobs, cache=plan.run_cache(out))  # fmt: skip
+        for name in listed:
+            key = policy_names.TUNED[name]
+            scores = tuning.scores(tables[key], key)
+            rules[name][0][opt] = scores
+            rules[name][1].append(tables[key].assign(optimizer=opt))
+            log.info("LB-BSP tuned by %s (%s): %d; scores %s", key, opt, scores.idxmin(), scores.round(3).to_dict())
+    return {name: (scores, pd.concat(tables, ignore_index=True)) for name, (scores, tables) in rules.items()}
 
 
 OUTPUTS = {policy_names.TUNED_LBBSP: ("tuning.csv", "tuned"),
            policy_names.TUNED_GLOBAL_LBBSP: ("tuning_global.csv", "tuned_global")}
 """Each tuned rule's sweep file and its key in ``summary.json``."""
-
-
-def tuned_rules(cfg: Config, out: Path) -> dict[str, tuple[dict[str, pd.Series], pd.DataFrame]]:
-    """The tuned rules listed in ``policies`` (:data:`~dynamix.evaluation.policy_names.TUNED`): each one's
-    scores per optimiser and its sweep, keyed by the policy's name."""
-    return {name: tune_lbbsp(cfg, out, key) for name, key in policy_names.TUNED.items()
-            if name in cfg.experiments.inference.policies}
 
 
 def run(cfg: Config, out_dir: str | Path) -> dict:

@@ -45,7 +45,8 @@ def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:
     specs = [cluster.load(c) for c in e.tune_clusters]
     opt = e.optimizers[0]
     run_cfgs = plan.budgeted(cfg, [(spec, plan.sim_config(cfg, optim=plan.optimizer(cfg, opt))) for spec in specs], out)
-    scores, table = selection.run_and_score(list(zip(specs, run_cfgs)), candidates, e.tune_global_batches,
+    sweeps = {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches}
+    scores, table = selection.run_and_score(list(zip(specs, run_cfgs)), candidates, sweeps,
                                             plan.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
                                             cache=plan.run_cache(out), progress=progress)
     choice = selection.choose(scores, list(candidates))
