@@ -1,4 +1,4 @@
-"""One instruction set for torch's CPU kernels, so that every x86-64 machine computes the same bits.
+"""One instruction set for torch's CPU kernels, so that every x86-64 machine of one CPU model computes the same bits.
 
 Torch picks CPU kernels by the processor it runs on, in three libraries: ATen's vectorised kernels
 (``ATEN_CPU_CAPABILITY``: default, avx2, avx512), oneDNN's convolutions (``ONEDNN_MAX_CPU_ISA``) and
@@ -6,7 +6,9 @@ MKL's BLAS (``MKL_ENABLE_INSTRUCTIONS`` caps the code path; ``MKL_CBWR``, Condit
 Reproducibility, fixes one path and MKL's run-to-run choices). Wider vectors add in another order, so
 one training step of a conv net already ends in other bits on an AVX-512 machine than on an AVX2 one,
 and the difference grows over a run. AVX2 is the widest set every x86-64 server of the kind this
-artifact targets has (Intel since Haswell, AMD since Zen), so every process is pinned to it.
+artifact targets has (Intel since Haswell, AMD since Zen), so every process is pinned to it. Across
+CPU vendors the bits still differ (docs/protocol.md, "The same bits on every machine of one CPU
+model"): MKL's reproducible AVX2 branch is Intel's only.
 
 The libraries read these variables once, before their first kernel runs, so they must be in the
 environment before torch computes anything: importing ``dynamix`` calls :func:`pin` first of all, and

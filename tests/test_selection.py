@@ -57,8 +57,9 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
     e = cfg.experiments.inference
     (run_cfg,) = plan.budgeted(cfg, [(spec, plan.sim_config(cfg, optim=plan.optimizer(cfg, e.optimizers[0])))],
                                root / "selection")
-    sweeps = tuning.sweeps([(spec, run_cfg)], {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches},
-                           [0], cache=plan.run_cache(root / "selection"), progress=False)
+    sweeps = tuning.sweeps([(spec, run_cfg)],
+                           {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches}, [0],
+                           cache=plan.run_cache(root / "selection"), progress=False)
     finals = pd.concat([sweeps["per_worker_batch"], table])["final_accuracy"]
     assert table["target_accuracy"].unique() == pytest.approx([cfg.evaluation.target_fraction * finals.max()])
     assert sweeps["global_batch"]["target_accuracy"].unique() == pytest.approx(table["target_accuracy"].unique())

@@ -75,7 +75,8 @@ def test_the_global_sweep_is_scored_by_its_global_batches():
     assert tuning.choose(t, "global_batch") == 512
 
 
-def _sweep(cluster: str, key: str, runs: dict[int, tuple[str, list[tuple[float, float]]]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _sweep(cluster: str, key: str,
+           runs: dict[int, tuple[str, list[tuple[float, float]]]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One sweep on one cluster, seed 0: candidate -> (policy, [(elapsed_s, test_acc) per window])."""
     rows = pd.DataFrame([{"cluster": cluster, "policy": p, "seed": 0, "window": w, "elapsed_s": t, "test_acc": a}
                          for m, (p, tests) in runs.items() for w, (t, a) in enumerate(tests)])
@@ -92,7 +93,8 @@ def test_both_sweeps_read_one_target_and_one_horizon_per_validation_cluster():
     glob = _sweep("a", "global_batch", {512: ("lbbsp:batch=512", [(4.0, 0.5), (8.0, 0.62)]),
                                         768: ("lbbsp:batch=768", [(3.0, 0.55), (6.0, 0.60)])})
     pw, gl = tuning.with_targets([per_worker, glob], fraction=0.95)
-    assert list(gl["target_accuracy"]) == pytest.approx([0.608, 0.608]) and pw["target_accuracy"].iloc[0] == pytest.approx(0.608)
+    assert list(gl["target_accuracy"]) == pytest.approx([0.608, 0.608])
+    assert pw["target_accuracy"].iloc[0] == pytest.approx(0.608)
     t768 = gl.set_index("global_batch").loc[768]
     assert math.isnan(t768["time_to_target_s"]) and t768["time_to_target_censored_s"] == 30.0  # the cluster's horizon
     assert tuning.choose(gl, "global_batch") == 512

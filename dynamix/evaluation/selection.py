@@ -56,8 +56,8 @@ def run_and_score(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Mapp
         if len(batches):  # the tuning sweeps' run ids, so their runs come from the run cache
             runs = run_simulations(tuning.sweep_tasks(groups, batches, seeds, key), jobs, desc=f"selection ({key})",
                                    cache=cache, progress=progress)
-            parts.append((run_summary(runs, ["cluster", "policy"]).assign(candidate=False, scored=key == "global_batch"),
-                          runs))
+            summary = run_summary(runs, ["cluster", "policy"])
+            parts.append((summary.assign(candidate=False, scored=key == "global_batch"), runs))
     mine = [SimTask(spec, run_cfg, policy, seed, label=label)
             for spec, run_cfg in groups for label, policy in candidates.items() for seed in seeds]
     runs = run_simulations(mine, jobs, desc="selection", cache=cache, progress=progress)

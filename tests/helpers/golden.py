@@ -23,13 +23,13 @@ RECIPE = ("tiny-cnn x0.5, 3 SGD steps (lr 0.1, momentum 0.9, wd 5e-4) on 32 N(0,
           "1 thread, in the default and the channels-last layout")
 
 
-def conv_net_digest(steps: int = 3) -> str:
-    """sha256 over the state dict (parameters and batch-norm buffers) after ``steps`` steps, trained once
-    in each memory layout (the default profile's NCHW and the ``cpu`` profile's channels-last, which
-    take different oneDNN kernels)."""
+def _trained_states(steps: int) -> list[tuple[str, torch.Tensor]]:
+    """(layout/name, tensor) of the state dict (parameters and batch-norm buffers) after ``steps`` steps,
+    trained once in each memory layout (the default profile's NCHW and the ``cpu`` profile's
+    channels-last, which take different oneDNN kernels), on one thread."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    digest = hashlib.sha256()
+    states = []
     try:
         for layout in (torch.contiguous_format, torch.channels_last):
             torch.manual_seed(0)
@@ -42,12 +42,43 @@ def conv_net_digest(steps: int = 3) -> str:
                 opt.zero_grad()
                 F.cross_entropy(model(x), y).backward()
                 opt.step()
-            for name, tensor in model.state_dict().items():
-                digest.update(name.encode())
-                digest.update(tensor.detach().contiguous().numpy().tobytes())
-        return digest.hexdigest()
+            states += [(f"{str(layout).removeprefix('torch.')}/{name}", tensor.detach().contiguous())
+                       for name, tensor in model.state_dict().items()]
+        return states
     finally:
         torch.set_num_threads(threads)
 
+
+def conv_net_digest(steps: int = 3) -> str:
+    """sha256 over the trained state dicts (:func:`_trained_states`), names and bytes."""
+    digest = hashlib.sha256()
+    for key, tensor in _trained_states(steps):
+        digest.update(key.split("/", 1)[1].encode())
+        digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def conv_net_norms(steps: int = 3) -> dict[str, list[float]]:
+    """Each floating tensor's L1 and L2 norm after the same steps: what another CPU's bits are compared
+    with, within a tolerance, where no record of its own bits exists."""
+    return {key: [float(t.double().abs().sum()), float(t.double().norm())]
+            for key, t in _trained_states(steps) if t.is_floating_point()}
+
+
+def cpu_identity() -> dict[str, str]:
+    """This CPU as /proc/cpuinfo names it: vendor, family and model decide which kernels' code paths and
+    blockings the libraries take; the model name is for people."""
+    fields = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if not line.strip():
+                break
+            fields.setdefault(key.strip(), value.strip())
+    return {"vendor": fields.get("vendor_id", ""), "family": fields.get("cpu family", ""),
+            "model": fields.get("model", ""), "name": fields.get("model name", "")}
+
+
 if __name__ == "__main__":
-    print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "sha256": conv_net_digest()}))
+    print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "sha256": conv_net_digest(),
+                      "cpu": cpu_identity(), "norms": conv_net_norms()}))
