@@ -57,3 +57,21 @@ def pin(environ: MutableMapping[str, str] = os.environ) -> bool:
     if missing and "torch" in sys.modules:
         log.warning("torch was imported before dynamix: the CPU kernels may not follow %s", ", ".join(missing))
     return True
+
+
+def cpu_identity(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> dict[str, str]:
+    """This machine's CPU as ``cpuinfo`` names its first processor: vendor, family and model decide which
+    code paths and blockings the kernel libraries take (so which bits a run computes); the model name is
+    for people. Empty values where the file is missing (not Linux)."""
+    fields: dict[str, str] = {}
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return {"vendor": fields.get("vendor_id", ""), "family": fields.get("cpu family", ""),
+            "model": fields.get("model", ""), "name": fields.get("model name", "")}

@@ -34,6 +34,9 @@ def test_manifest_records_config_hash_versions_and_sha(tmp_path):
     assert m["config_hash"] == cfg.hash()
     assert m["profile"] == "smoke" and m["experiment"] == "unit"
     assert m["versions"]["torch"] and m["git_sha"]
+    assert m["cpu"]["kernels"] == "avx2" and set(m["cpu"]) == {"vendor", "family", "model", "name", "kernels"}
+    with open("/proc/cpuinfo") as f:
+        assert f"vendor_id\t: {m['cpu']['vendor']}" in f.read()
     assert m["config"]["experiments"]["seeds"] == cfg.experiments.seeds
 
 

@@ -66,7 +66,7 @@ def test_tiny_cnn_after_three_steps_has_the_bits_recorded_for_this_cpu():
     """The golden test: a CPU with a record computes its recorded bits (every machine of that model computes
     the same bits under the pins); a CPU without one is reported, and held to the norms below."""
     record = _pinned_record()
-    cpu = golden.cpu_identity()
+    cpu = isa.cpu_identity()
     mine = [r for r in record["records"] if all(r[k] == cpu[k] for k in ("vendor", "family", "model"))]
     got = golden.conv_net_digest()
     if not mine:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from dynamix import io, paths
+from dynamix import io, isa, paths
 from dynamix.config import Config
 from dynamix.paths import git_sha
 
@@ -83,6 +83,8 @@ def write_manifest(out_dir: str | Path, cfg: Config, experiment: str, extra: Map
         "command": " ".join(sys.argv),
         "cwd": os.getcwd(),
         "versions": package_versions(),
+        # the bits a run computes depend on the CPU model even under the kernel pin (docs/protocol.md)
+        "cpu": {**isa.cpu_identity(), "kernels": "native" if os.environ.get(isa.SWITCH) == "native" else "avx2"},
         "config": cfg.to_dict(),
         **(extra or {}),
     }

@@ -17,6 +17,7 @@ import dynamix  # noqa: F401  first: pins the CPU kernels' instruction set (dyna
 import torch
 from torch.nn import functional as F
 
+from dynamix import isa
 from dynamix.models import build_model
 
 RECIPE = ("tiny-cnn x0.5, 3 SGD steps (lr 0.1, momentum 0.9, wd 5e-4) on 32 N(0,1) images, seeds 0/1, "
@@ -65,20 +66,6 @@ def conv_net_norms(steps: int = 3) -> dict[str, list[float]]:
             for key, t in _trained_states(steps) if t.is_floating_point()}
 
 
-def cpu_identity() -> dict[str, str]:
-    """This CPU as /proc/cpuinfo names it: vendor, family and model decide which kernels' code paths and
-    blockings the libraries take; the model name is for people."""
-    fields = {}
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if not line.strip():
-                break
-            fields.setdefault(key.strip(), value.strip())
-    return {"vendor": fields.get("vendor_id", ""), "family": fields.get("cpu family", ""),
-            "model": fields.get("model", ""), "name": fields.get("model name", "")}
-
-
 if __name__ == "__main__":
     print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "sha256": conv_net_digest(),
-                      "cpu": cpu_identity(), "norms": conv_net_norms()}))
+                      "cpu": isa.cpu_identity(), "norms": conv_net_norms()}))
