@@ -939,6 +939,12 @@ class RLConfig:
                                        "(split equally) and stays within [m / s, m x s] for this s >= 1, "
                                        "so doing nothing is lbbsp:batch=m; 0 = none (the run's initial "
                                        "batch, the whole range)")
+    snapshots: tuple[float, ...] = setting((), rng(0.0, 0.999),
+                                           doc="fractions of the training's timesteps at which the policy is "
+                                               "also saved, as <name>-at<percent>.zip (0: right after the warm "
+                                               "start, before PPO): more candidates for dynamix select-policy, "
+                                               "which scores them on the validation clusters (early stopping "
+                                               "by validation); [] = the final policy alone")
 
     def __post_init__(self) -> None:
         chosen = RECIPES.get(self.recipe)
@@ -957,6 +963,9 @@ class RLConfig:
             raise ConfigError(f"rl.residual_span = {self.residual_span} must be 0 (none) or at least 1, with "
                               f"rl.action = 'global' (now {self.action!r}) and rl.warm_start_batch > 0 (now "
                               f"{self.warm_start_batch}), the global batch it starts at")
+        if len({round(100 * f) for f in self.snapshots}) != len(self.snapshots):
+            raise ConfigError(f"rl.snapshots = {list(self.snapshots)}: two fractions name the same percent "
+                              "(the snapshot's file name); list each percent once")
         if self.warm_start == "lbbsp" and self.state not in ("dynamix", "schedule"):
             raise ConfigError(
                 f"rl.warm_start = 'lbbsp' reads lb_gap, which rl.state = {self.state!r} does not observe: "
@@ -986,7 +995,7 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed
                                                    "table_cluster": ""},
                                            "rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
                                                   "warm_start_smoothing": 0.0, "workers_range": (),
-                                                  "residual_span": 0.0},
+                                                  "residual_span": 0.0, "snapshots": ()},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),

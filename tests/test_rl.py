@@ -307,6 +307,25 @@ def test_smoke_training_end_to_end_with_resume(trained, cost, tmp_path):
     assert runs[0]["batch_size"].between(8, 64).all() and runs[0]["window"].nunique() >= 3
 
 
+def test_snapshots_keep_the_warm_start_and_the_midpoint_beside_the_final_policy(cost, tmp_path):
+    """rl.snapshots [0, 0.5]: the policy right after the warm start and at the first rollout end past half
+    the timesteps are artifacts of their own, loadable and runnable; a fresh run without them drops them."""
+    cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=16, snapshots=[0.0, 0.5], timesteps=24)
+    final = train_policy(cfg, "snap", out_dir=tmp_path, cost=cost, progress=False)
+    steps = {p.stem: json.loads(p.with_suffix(".json").read_text())["training"]["timesteps"]
+             for p in (tmp_path / "snap-at0.zip", tmp_path / "snap-at50.zip", final)}
+    assert steps["snap-at0"] == 0 and 12 <= steps["snap-at50"] < steps["snap"] == 24, steps
+    warm = json.loads((tmp_path / "snap-at0.json").read_text())["training"]["warm_start"]
+    assert warm["agreement_after_ppo"] == warm["agreement"]  # the imitation itself: PPO has not moved it yet
+    for name in ("snap-at0", "snap-at50"):
+        runs = simulate(homogeneous(3), cfg, make_policy(f"dynamix:{tmp_path / name}.zip"), seed=1, progress=False,
+                        cost=cost)
+        assert runs["batch_size"].between(8, 64).all()
+    assert (tmp_path / "snap-at0.zip").read_bytes() != final.read_bytes()
+    train_policy(rl_cfg(timesteps=8), "snap", out_dir=tmp_path, cost=cost, progress=False, fresh=True)
+    assert not list(tmp_path.glob("snap-at*"))
+
+
 def test_corrupt_or_mismatched_policy_refused(trained, tmp_path):
     cfg, zip_path, _ = trained
     zip_p, json_p = artifact_paths(zip_path)

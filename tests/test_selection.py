@@ -38,20 +38,21 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
                             "baselines": {"batch_sizes": [32, 128]}, "policy_training": {"seeds": 2},
                             "inference": {"tune_clusters": ["clusters/validation/val-ps-4.yaml"],
                                           "tune_global_batches": [256, 512], "tune_seeds": 1}},
-            "rl": {"timesteps": 16}}  # fmt: skip
+            "rl": {"timesteps": 16, "snapshots": [0.0]}}  # fmt: skip
     cfg = config.load(profile="smoke", overrides=over)
     root = tmp_path / "results"
     policy_training.run(cfg, root / "policy_training")
     pdir = policy_dir(root / "policy_training")
     assert resolve_policy("dynamix", pdir, "dynamix") == f"dynamix:{pdir / 'dynamix.zip'}"  # no selection yet
     summary = select_stage.run(cfg, root, progress=False)
-    assert set(summary["scores"]) == {"dynamix", "dynamix-s1", "lbbsp:batch=256", "lbbsp:batch=512"}
+    mine = ["dynamix", "dynamix-s1", "dynamix-at0", "dynamix-s1-at0"]  # each seed's warm start is a candidate too
+    assert list(summary["scores"]) == mine + ["lbbsp:batch=256", "lbbsp:batch=512"]  # finals, then snapshots
     chosen = summary["chosen"].removesuffix(".zip")
-    assert summary["scores"][chosen] == min(summary["scores"]["dynamix"], summary["scores"]["dynamix-s1"])
+    assert summary["scores"][chosen] == min(summary["scores"][m] for m in mine)
     assert min(summary["scores"].values()) == pytest.approx(1.0)  # one cluster: its fastest policy scores 1
     table = pd.read_csv(root / "selection" / "selection.csv")
     assert set(table["policy"]) == set(summary["scores"]) and table["cluster"].unique().tolist() == ["val-ps-4"]
-    assert table.loc[table["candidate"], "policy"].nunique() == 2
+    assert table.loc[table["candidate"], "policy"].nunique() == 4
     # one target per validation cluster: the tuned rules' sweeps (both, from the run cache) read the same
     spec = clusters.load("clusters/validation/val-ps-4.yaml")
     e = cfg.experiments.inference
@@ -78,5 +79,6 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
                          "experiments.baselines.batch_sizes": [32, 128], "experiments.policy_training.seeds": 2,
                          "experiments.inference.tune_clusters": ["clusters/validation/val-ps-4.yaml"],
                          "experiments.inference.tune_global_batches": [256, 512],
-                         "experiments.inference.tune_seeds": 1, "rl.timesteps": 16}.items()]]) == 0
+                         "experiments.inference.tune_seeds": 1, "rl.timesteps": 16,
+                         "rl.snapshots": [0.0]}.items()]]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chosen"] == summary["chosen"]

@@ -26,13 +26,15 @@ NAME = policy_names.SELECTION
 
 
 def seed_candidates(cfg: Config, pdir: Path) -> dict[str, str]:
-    """The policy_training stage's policies, ``<name>`` (seed 0) and ``<name>-s<k>``, label -> spec."""
+    """The policy_training stage's policies, ``<name>`` (seed 0) and ``<name>-s<k>``, then each seed's
+    snapshots ``<seed>-at<p>`` (``rl.snapshots``), label -> spec."""
     name, n = cfg.experiments.policy_training.name, cfg.experiments.policy_training.seeds
     labels = [name] + [f"{name}-s{k}" for k in range(1, n)]
-    missing = [label for label in labels if not (pdir / f"{label}.zip").exists()]
+    snapshots = [f"{label}-at{round(100 * f)}" for label in labels for f in sorted(cfg.rl.snapshots)]
+    missing = [label for label in labels + snapshots if not (pdir / f"{label}.zip").exists()]
     if missing:
         raise ConfigError(f"no trained policy {', '.join(missing)} in {pdir}: run the policy_training stage first")
-    return {label: f"dynamix:{pdir / label}.zip" for label in labels}
+    return {label: f"dynamix:{pdir / label}.zip" for label in labels + snapshots}
 
 
 def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:

@@ -10,7 +10,9 @@
 Writes ``results/policies/<name>.zip`` + ``.json`` (:mod:`dynamix.rl.artifact`) and, in
 ``results/policies/<name>.run/``, a resumable checkpoint (``checkpoint.zip`` + ``checkpoint.json``,
 written every ``rl.checkpoint_every`` rollouts) and ``progress.csv``: one row per finished episode
-with its mean per-worker return and each reward part (the reward-curve figure's data). Rerunning the
+with its mean per-worker return and each reward part (the reward-curve figure's data); at each fraction
+p of ``rl.snapshots`` also ``<name>-at<100 p>.zip`` + ``.json``, the policy at that point of its
+training (0: the warm start), which ``dynamix select-policy`` scores beside the final one. Rerunning the
 same command resumes from the checkpoint (the episode in flight restarts); a checkpoint written under
 another config, state spec or calibration (cost model) is stale and refused. ``--fresh`` starts over.
 
@@ -31,7 +33,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -105,11 +107,12 @@ class _Progress(BaseCallback):
     """tqdm bar, one ``progress.csv`` row per finished episode, checkpoints every few rollouts."""
 
     def __init__(self, run_dir: Path, total: int, every: int, save_checkpoint, episode0: int,
-                 progress: bool = True) -> None:
+                 progress: bool = True, snapshots: Mapping[int, Callable[[], None]] | None = None) -> None:
         super().__init__()
         self.progress = progress
         self.csv_path = run_dir / "progress.csv"
         self.total, self.every, self.save_checkpoint = total, every, save_checkpoint
+        self.snapshots = dict(snapshots or {})  # timestep -> save the policy there (at the first rollout end past it)
         self.episode = episode0
         self.rollouts = 0
 
@@ -137,6 +140,8 @@ class _Progress(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         self.rollouts += 1
+        for at in [t for t in self.snapshots if t <= self.num_timesteps]:
+            self.snapshots.pop(at)()
         if self.rollouts % self.every == 0:
             self.save_checkpoint(self.episode)
 
@@ -241,8 +246,12 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     elif stale:
         raise StaleCheckpoint(f"{stale}: use another --name or pass --fresh to start over")
     ws_json, ws_data = run_dir / "warm_start.json", run_dir / "warm_start.npz"
+    snapshot_paths = {round(100 * f): zip_path.with_name(f"{zip_path.stem}-at{round(100 * f)}.zip")
+                      for f in cfg.rl.snapshots}
     if fresh:
-        for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv", ws_json, ws_data):
+        stale_snapshots = [*zip_path.parent.glob(f"{zip_path.stem}-at[0-9]*.zip"),
+                           *zip_path.parent.glob(f"{zip_path.stem}-at[0-9]*.json")]
+        for p in (ckpt_zip, ckpt_json, run_dir / "progress.csv", ws_json, ws_data, *stale_snapshots):
             p.unlink(missing_ok=True)
     torch.set_num_threads(cfg.train.threads or 1)
     seed = derive_seed(cfg.train.seed, "rl", seed_name or name) % 2**31  # SB3 seeds numpy's legacy RNG: < 2**32
@@ -285,9 +294,35 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     def save_checkpoint(episode: int) -> None:
         write_checkpoint(model, run_dir, {**expect, "timesteps": model.num_timesteps, "episode": episode})
 
-    remaining = total - (0 if reset_timesteps else model.num_timesteps)
+    def record() -> dict[str, Any]:
+        """What the artifact says of its training, at the timestep it is saved."""
+        return {
+            "timesteps": int(model.num_timesteps), "init": init, "seed": seed,
+            "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
+            "episode_epochs": cfg.rl.episode_epochs, "workers": list(cfg.rl.workers_range) or env.n_workers,
+            "episodes": env.episode, "rl": dataclasses.asdict(cfg.rl), "sim": dataclasses.asdict(cfg.sim),
+            "warm_start": after_ppo(json.loads(ws_json.read_text()), model, ws_data) if ws_json.exists() else None,
+        }
+
+    def snapshot(path: Path) -> Callable[[], None]:
+        return lambda: log.info("snapshot %s", save_policy(model, path, cfg, record()))
+
+    done = 0 if reset_timesteps else model.num_timesteps
+    pending = {}
+    for pct, path in snapshot_paths.items():
+        if path.exists():
+            continue
+        at = pct * total // 100
+        if pct == 0 and reset_timesteps:
+            snapshot(path)()  # the warm start (or --init), before PPO
+        elif at >= done and pct > 0:
+            pending[at] = snapshot(path)
+        else:
+            log.warning("snapshot %s is missing and training resumed past it (%d of %d timesteps): it is not "
+                        "made again", path.name, done, total)
+    remaining = total - done
     if remaining > 0:
-        cb = _Progress(run_dir, total, cfg.rl.checkpoint_every, save_checkpoint, episode0, progress)
+        cb = _Progress(run_dir, total, cfg.rl.checkpoint_every, save_checkpoint, episode0, progress, pending)
         model.set_logger(quiet_logger())  # a loaded model (resume, --init) comes with SB3's default logger
         try:
             model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
@@ -298,13 +333,6 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         venv.close()
         log.info("policy %s is already trained (%d timesteps)", zip_path, model.num_timesteps)
         return zip_path  # unchanged bytes: evaluation caches keyed by its sha256 stay valid
-    training: dict[str, Any] = {
-        "timesteps": int(model.num_timesteps), "init": init, "seed": seed,
-        "workload": {"model": ep_cfg.model.name, "width": ep_cfg.model.width, "optimizer": ep_cfg.optim.name},
-        "episode_epochs": cfg.rl.episode_epochs, "workers": list(cfg.rl.workers_range) or env.n_workers, "episodes": env.episode,
-        "rl": dataclasses.asdict(cfg.rl), "sim": dataclasses.asdict(cfg.sim),
-        "warm_start": after_ppo(json.loads(ws_json.read_text()), model, ws_data) if ws_json.exists() else None,
-    }
-    out = save_policy(model, zip_path, cfg, training)
+    out = save_policy(model, zip_path, cfg, record())
     log.info("saved policy %s (%d timesteps)", out, model.num_timesteps)
     return out
