@@ -1,4 +1,4 @@
-"""One instruction set for torch's CPU kernels, so that every x86-64 machine of one CPU model computes the same bits.
+"""Torch's CPU kernels pinned to one instruction set: the same bits on every machine of one CPU model.
 
 Torch picks CPU kernels by the processor it runs on, in three libraries: ATen's vectorised kernels
 (``ATEN_CPU_CAPABILITY``: default, avx2, avx512), oneDNN's convolutions (``ONEDNN_MAX_CPU_ISA``) and
