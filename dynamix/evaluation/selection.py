@@ -51,13 +51,9 @@ def run_and_score(groups: Sequence[tuple[ClusterSpec, Config]], candidates: Mapp
     if not groups or not candidates or not seeds or not sweeps.get("global_batch"):
         raise ValueError("a selection needs at least one validation cluster, one candidate, one seed and one "
                          "global batch (experiments.inference.tune_global_batches)")
-    parts = []
-    for key, batches in sweeps.items():
-        if len(batches):  # the tuning sweeps' run ids, so their runs come from the run cache
-            runs = run_simulations(tuning.sweep_tasks(groups, batches, seeds, key), jobs, desc=f"selection ({key})",
-                                   cache=cache, progress=progress)
-            summary = run_summary(runs, ["cluster", "policy"])
-            parts.append((summary.assign(candidate=False, scored=key == "global_batch"), runs))
+    # the tuning sweeps' own runs, so they come from the run cache
+    parts = [(summary.assign(candidate=False, scored=key == "global_batch"), runs)
+             for key, (summary, runs) in tuning.sweep_runs(groups, sweeps, seeds, jobs, cache, progress).items()]
     mine = [SimTask(spec, run_cfg, policy, seed, label=label)
             for spec, run_cfg in groups for label, policy in candidates.items() for seed in seeds]
     runs = run_simulations(mine, jobs, desc="selection", cache=cache, progress=progress)

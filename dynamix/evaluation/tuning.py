@@ -75,22 +75,29 @@ def with_targets(parts: Sequence[tuple[pd.DataFrame, pd.DataFrame]], fraction: f
     return [summary[summary["_part"] == i].drop(columns="_part").reset_index(drop=True) for i in range(len(parts))]
 
 
+def sweep_runs(groups: Sequence[tuple[ClusterSpec, Config]], candidates: dict[str, Sequence[int]],
+               seeds: Sequence[int], jobs: int = 1, cache: Path | None = None,
+               progress: bool = True) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    """Each non-empty sweep of ``candidates`` (key -> batches) run: key -> (per-run summary without
+    targets, the runs' rows), the parts :func:`with_targets` reads."""
+    parts = {}
+    for key, batches in candidates.items():
+        if len(batches):
+            runs = run_simulations(sweep_tasks(groups, batches, seeds, key), jobs, desc=f"LB-BSP sweep ({key})",
+                                   cache=cache, progress=progress)
+            parts[key] = (run_summary(runs, ["cluster", "policy", key]), runs)
+    return parts
+
+
 def sweeps(groups: Sequence[tuple[ClusterSpec, Config]], candidates: dict[str, Sequence[int]], seeds: Sequence[int],
            jobs: int = 1, cache: Path | None = None, progress: bool = True) -> dict[str, pd.DataFrame]:
     """The sweeps ``candidates`` names (key -> its per-worker or global batches; an empty list is no
     sweep) on every (validation cluster, budgeted run config) of ``groups`` over ``seeds``, one table
     per key (:data:`TABLE_COLUMNS` with the key in place of ``per_worker_batch``), every one read
     against the same target and horizon per cluster (module docstring)."""
-    candidates = {k: list(v) for k, v in candidates.items() if len(v)}
-    if not groups or not candidates or not seeds:
+    if not groups or not any(len(v) for v in candidates.values()) or not seeds:
         raise ValueError("the LB-BSP sweep needs at least one validation cluster, one batch size and one seed")
-    parts = {}
-    for key, batches in candidates.items():
-        if key not in KEYS:
-            raise ValueError(f"key = {key!r} is not allowed: must be one of {', '.join(map(repr, KEYS))}")
-        runs = run_simulations(sweep_tasks(groups, batches, seeds, key), jobs, desc=f"LB-BSP sweep ({key})",
-                               cache=cache, progress=progress)
-        parts[key] = (run_summary(runs, ["cluster", "policy", key]), runs)
+    parts = sweep_runs(groups, candidates, seeds, jobs, cache, progress)  # lbbsp_spec refuses an unknown key
     fraction, fixed = groups[0][1].evaluation.target_fraction, groups[0][1].evaluation.target_accuracy
     workers = {spec.name: spec.n_workers for spec, _ in groups}
     return {key: table.assign(n_workers=table["cluster"].map(workers))[
