@@ -946,6 +946,11 @@ class RLConfig:
                                                "which scores them on the validation clusters (early stopping "
                                                "by validation); [] = the final policy alone")
 
+    def snapshot_names(self, name: str) -> dict[str, float]:
+        """The artifact name of each ``snapshots`` fraction of policy ``name``'s training,
+        ``<name>-at<percent>`` -> the fraction."""
+        return {f"{name}-at{round(100 * f)}": f for f in sorted(self.snapshots)}
+
     def __post_init__(self) -> None:
         chosen = RECIPES.get(self.recipe)
         if chosen is None:  # built without validation (RLConfig(recipe=...)): say what is allowed
@@ -963,7 +968,7 @@ class RLConfig:
             raise ConfigError(f"rl.residual_span = {self.residual_span} must be 0 (none) or at least 1, with "
                               f"rl.action = 'global' (now {self.action!r}) and rl.warm_start_batch > 0 (now "
                               f"{self.warm_start_batch}), the global batch it starts at")
-        if len({round(100 * f) for f in self.snapshots}) != len(self.snapshots):
+        if len(set(self.snapshot_names(""))) != len(self.snapshots):
             raise ConfigError(f"rl.snapshots = {list(self.snapshots)}: two fractions name the same percent "
                               "(the snapshot's file name); list each percent once")
         if self.warm_start == "lbbsp" and self.state not in ("dynamix", "schedule"):

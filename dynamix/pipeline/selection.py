@@ -30,7 +30,7 @@ def seed_candidates(cfg: Config, pdir: Path) -> dict[str, str]:
     snapshots ``<seed>-at<p>`` (``rl.snapshots``), label -> spec."""
     name, n = cfg.experiments.policy_training.name, cfg.experiments.policy_training.seeds
     labels = [name] + [f"{name}-s{k}" for k in range(1, n)]
-    snapshots = [f"{label}-at{round(100 * f)}" for label in labels for f in sorted(cfg.rl.snapshots)]
+    snapshots = [snap for label in labels for snap in cfg.rl.snapshot_names(label)]
     missing = [label for label in labels + snapshots if not (pdir / f"{label}.zip").exists()]
     if missing:
         raise ConfigError(f"no trained policy {', '.join(missing)} in {pdir}: run the policy_training stage first")

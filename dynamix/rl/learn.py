@@ -246,8 +246,8 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     elif stale:
         raise StaleCheckpoint(f"{stale}: use another --name or pass --fresh to start over")
     ws_json, ws_data = run_dir / "warm_start.json", run_dir / "warm_start.npz"
-    snapshot_paths = {round(100 * f): zip_path.with_name(f"{zip_path.stem}-at{round(100 * f)}.zip")
-                      for f in cfg.rl.snapshots}
+    snapshot_paths = {f: zip_path.with_name(f"{label}.zip")
+                      for label, f in cfg.rl.snapshot_names(zip_path.stem).items()}
     if fresh:
         stale_snapshots = [*zip_path.parent.glob(f"{zip_path.stem}-at[0-9]*.zip"),
                            *zip_path.parent.glob(f"{zip_path.stem}-at[0-9]*.json")]
@@ -309,13 +309,13 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
 
     done = 0 if reset_timesteps else model.num_timesteps
     pending = {}
-    for pct, path in snapshot_paths.items():
+    for fraction, path in snapshot_paths.items():
         if path.exists():
             continue
-        at = pct * total // 100
-        if pct == 0 and reset_timesteps:
+        at = int(fraction * total)
+        if fraction == 0 and reset_timesteps:
             snapshot(path)()  # the warm start (or --init), before PPO
-        elif at >= done and pct > 0:
+        elif at >= done and fraction > 0:
             pending[at] = snapshot(path)
         else:
             log.warning("snapshot %s is missing and training resumed past it (%d of %d timesteps): it is not "
