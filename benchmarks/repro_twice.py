@@ -9,10 +9,12 @@ cores); two run one after the other so neither shares the cores. The virtual clo
 committed reference calibrations (calibrations/), so nothing in the table depends on how busy the
 machine was. ``--against-committed`` runs one clone (or reads ``--clone``, a finished one) and compares
 its ``results/summary.json`` claims with this checkout's committed ``results/summary.json``
-(:func:`dynamix.experiments.claims.disagreements`: every verdict, miss count and seed count equal,
-every estimate and interval end within ``claims.REPRO_REL_TOL``). The last line is one JSON object:
-``identical`` (two clones: claims.csv byte for byte; against the committed: no disagreement), the
-differences or digests, and each run's wall time. Not a `bench_*` file, so `make bench` leaves it
+(:func:`dynamix.experiments.claims.disagreements`). On the CPU model that made the committed table
+(``summary.json``'s ``cpu``) the rerun must give the same table: every verdict, miss count and seed count
+equal, every estimate and interval end within ``claims.REPRO_REL_TOL``. On another model, every
+verdict and seed count equal and each estimate inside the other's interval. The last line is one JSON
+object: ``identical`` (two clones: claims.csv byte for byte) or ``agrees`` (against the committed, by
+the rule it names), the differences or digests, and each run's wall time. Not a `bench_*` file, so `make bench` leaves it
 out (it takes most of an hour per clone).
 """
 
@@ -40,17 +42,21 @@ def repro(clone: Path) -> float:
     return time.monotonic() - start
 
 
-def claims_of(root: Path) -> list[dict]:
-    return json.loads((root / "results" / "summary.json").read_text())["claims"]
+def summary_of(root: Path) -> dict:
+    return json.loads((root / "results" / "summary.json").read_text())
 
 
 def against_committed(clone: Path, run: bool) -> dict:
     sys.path.insert(0, str(ROOT))
-    from dynamix.experiments.claims import disagreements
+    from dynamix.experiments.claims import disagreements, same_cpu_model
 
     seconds = round(repro(clone), 1) if run else None
-    diff = disagreements(claims_of(clone), claims_of(ROOT))
-    return {"identical": not diff, "disagreements": diff, "claims": len(claims_of(ROOT)), "seconds": seconds}
+    fresh, committed = summary_of(clone), summary_of(ROOT)
+    same = same_cpu_model(fresh.get("cpu"), committed.get("cpu"))
+    diff = disagreements(fresh["claims"], committed["claims"], same_cpu=same)
+    return {"agrees": not diff, "rule": "identical" if same else "another CPU model: within intervals",
+            "cpu": {"rerun": fresh.get("cpu"), "committed": committed.get("cpu")},
+            "disagreements": diff, "claims": len(committed["claims"]), "seconds": seconds}
 
 
 def twice(work: Path) -> dict:
