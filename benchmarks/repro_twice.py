@@ -14,8 +14,8 @@ its ``results/summary.json`` claims with this checkout's committed ``results/sum
 equal, every estimate and interval end within ``claims.REPRO_REL_TOL``. On another model, every
 verdict and seed count equal and each estimate inside the other's interval. The last line is one JSON
 object: ``identical`` (two clones: claims.csv byte for byte) or ``agrees`` (against the committed, by
-the rule it names), the differences or digests, and each run's wall time. Not a `bench_*` file, so `make bench` leaves it
-out (it takes most of an hour per clone).
+the rule it names), the differences or digests, and each run's wall time. Not a `bench_*` file, so
+`make bench` leaves it out (it takes most of an hour per clone).
 """
 
 from __future__ import annotations

@@ -555,10 +555,11 @@ def disagreements(fresh: Sequence[dict], committed: Sequence[dict], rel_tol: flo
         return any(x is None or x != x for x in (v, lo, hi)) or lo <= v <= hi
 
     def by_claim(rows: Sequence[dict]) -> dict[str, dict]:  # a claim's second row (another reference) is "claim #2"
+        seen: dict[str, int] = {}
         keyed: dict[str, dict] = {}
         for r in rows:
-            n = sum(k == r["claim"] or k.startswith(f"{r['claim']} #") for k in keyed)
-            keyed[r["claim"] if n == 0 else f"{r['claim']} #{n + 1}"] = r
+            n = seen[r["claim"]] = seen.get(r["claim"], 0) + 1
+            keyed[r["claim"] if n == 1 else f"{r['claim']} #{n}"] = r
         return keyed
 
     old, new = by_claim(committed), by_claim(fresh)
