@@ -28,6 +28,7 @@ from dynamix.sim import progress
 from dynamix.sim.run import simulate
 from dynamix.train.optim import learning_rate
 from helpers.rl import rl_cfg, tiny_cost, worker
+from helpers.synthetic import SyntheticCluster, drive
 from helpers.rl import glob as window
 from helpers.surrogate import COST, make_model
 
@@ -154,6 +155,27 @@ def test_a_residual_span_starts_at_the_teachers_batch_and_keeps_every_decision_a
         config.load(overrides={"rl": {"residual_span": 2.0}})
     with pytest.raises(ConfigError, match=r"rl.residual_span = 0.5 must be 0 \(none\) or at least 1"):
         config.load(overrides={"rl": {"residual_span": 0.5, "action": "global"}})
+
+
+def test_doing_nothing_in_the_residual_span_is_a_plain_rule_lbbsp_on_the_last_window_alone():
+    """The agent's x1 is its scheme's ``base_rule``, window for window: the held-out comparison runs that
+    rule beside the agent, so what the agent adds to it is measured, not assumed."""
+    scheme = ActionScheme.of("global", (0,), BOUNDS, anchor=512, span=1.5)
+    assert scheme.base_rule == "lbbsp:batch=512,history=1,deadband=0"
+    assert ActionScheme.of("global", (0,), BOUNDS).base_rule is None  # no span: x1 keeps whatever batch it has
+    rule = make_policy(scheme.base_rule)
+    ctx = PolicyContext(n_workers=5, initial_batch_sizes=(64,) * 5, bounds=BOUNDS)
+    # a fixed cost per iteration, a worker slow enough to sit at the floor, and noisy windows
+    a, c = (0.0, 2.0, 5.0, 1.0, 0.0), (0.05, 0.08, 0.2, 1.5, 0.1)
+    sim_rule, sim_agent = (SyntheticCluster(a, c, comm_ms=3.0, jitter=0.2, seed=7) for _ in range(2))
+    ruled = [sizes for sizes, _, _ in drive(rule, sim_rule, ctx, 40)]
+    sizes, held = scheme.initial(5), []
+    for _ in range(40):
+        held.append(sizes)
+        workers, _ = sim_agent.run_window(sizes)
+        sizes = scheme.apply(workers, [scheme.stay])
+    assert held == ruled
+    assert len(set(held)) > 10 and min(map(min, held)) == 32 and {sum(s) for s in held} == {512}
 
 
 def test_global_teacher_moves_the_global_batch_towards_its_target():

@@ -34,6 +34,7 @@ from dynamix.evaluation.sim2real import ratios as sim2real_ratios
 from dynamix.evaluation.targets import censored_time, missed
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.plots import claims as plots
+from dynamix.rl.actions import scheme_of
 
 log = logging.getLogger(__name__)
 
@@ -258,10 +259,13 @@ def teacher_spec(cfg: Config) -> str:
 
 
 def ours_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
-    """DYNAMIX against LB-BSP, its teacher rule, the tuned LB-BSPs (per worker, global) and GNS, pooled over every cell (the
-    per-seed mean of the cells' log ratios, :func:`dynamix.evaluation.stats.pooled_interval`)."""
+    """DYNAMIX against LB-BSP, its teacher rule, the rule its decision x1 is (:attr:`~dynamix.rl.actions.
+    ActionScheme.base_rule`, under a residual span), the tuned LB-BSPs (per worker, global) and GNS, pooled
+    over every cell (the per-seed mean of the cells' log ratios, :func:`dynamix.evaluation.stats.pooled_interval`)."""
     rows = []
-    for ref in dict.fromkeys(("lbbsp", teacher_spec(cfg), TUNED_LBBSP, TUNED_GLOBAL_LBBSP, "gns")):
+    base = scheme_of(cfg).base_rule
+    for ref in dict.fromkeys(("lbbsp", teacher_spec(cfg), *([base] if base else []), TUNED_LBBSP,
+                              TUNED_GLOBAL_LBBSP, "gns")):
         cells = ratio_cells(inference, ["cluster", "optimizer"], "dynamix", ref)
         if not cells:
             continue

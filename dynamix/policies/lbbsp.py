@@ -10,7 +10,10 @@ finish together (:func:`dynamix.policies.allocation.allocate`):
 
 Dead band: the new split is adopted only if the predicted iteration time of the current split
 exceeds the new one's by more than ``deadband`` (relative). Measurement noise then cannot make the
-sizes oscillate, and each change pays for the re-sharding it causes.
+sizes oscillate, and each change pays for the re-sharding it causes. ``deadband=0`` is no dead band:
+every window's split is adopted, ties included (a worker held at the floor sets both predictions).
+With ``history=1`` besides, the rule is the agent's residual base, its decision x1
+(:func:`dynamix.rl.actions.split_global`): ``lbbsp:batch=512,history=1,deadband=0``.
 
 Spec: ``lbbsp`` or ``lbbsp:deadband=0.05,history=8,decay=0.7,batch=0`` (``batch`` > 0 fixes B,
 otherwise B is the run's initial global batch). A B that the workers cannot hold within the bounds
@@ -62,12 +65,14 @@ class SpeedSplitter:
         self.model.observe(workers)
 
     def split(self, global_batch: int, current: tuple[int, ...]) -> tuple[int, ...]:
-        """The speed-proportional split of ``global_batch``, or ``current`` inside the dead band."""
+        """The speed-proportional split of ``global_batch``, or ``current`` inside a dead band."""
         n, lo, hi = len(current), self.bounds.min, self.bounds.max
         global_batch = min(max(global_batch, n * lo), n * hi)
         a, c = self.model.params()
         proposal = allocate(global_batch, a, c, lo, hi)
         if sum(current) != global_batch:
+            return proposal
+        if not self.deadband:
             return proposal
         t_cur, t_new = self.model.iter_ms(current), self.model.iter_ms(proposal)
         if t_cur > (1.0 + self.deadband) * t_new:

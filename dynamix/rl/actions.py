@@ -24,9 +24,11 @@ transitions per window whose actions changed nothing).
 
 ``rl.residual_span`` s > 0 (residual control around the teacher's rule): the global batch starts at the
 teacher's m = ``rl.warm_start_batch`` (split equally in the first window, as ``lbbsp:batch=m`` starts)
-and every decision is clamped to [m / s, m s]. Doing nothing is then the rule ``lbbsp:batch=m``, the
-strongest heuristic on the validation clusters, and the agent learns only how far from it to go and
-when. Why a bound and not only the start: the surrogate the agent trains on overrates schedules that
+and every decision is clamped to [m / s, m s]. Doing nothing is then a plain rule,
+:attr:`ActionScheme.base_rule`: m split by the last window's speeds, every window. It is the teacher
+``lbbsp:batch=m`` (the strongest heuristic on the validation clusters) without its fitted intercept,
+history and dead band, and the held-out comparison runs it beside the agent, so that what the agent
+adds to it is measured. The agent learns only how far from it to go and when. Why a bound and not only the start: the surrogate the agent trains on overrates schedules that
 peak high early (about 1.5 points of final accuracy per doubling of the peak over the real math,
 docs/journal/rl.md), so the span caps what that error can buy.
 """
@@ -93,6 +95,13 @@ class ActionScheme:
     def of(cls, kind: str, worker_steps: Sequence[int], bounds: Bounds, anchor: int = 0,
            span: float = 0.0) -> "ActionScheme":
         return cls(kind, tuple(worker_steps) if kind == "worker" else GLOBAL_FACTORS, bounds, anchor, span)
+
+    @property
+    def base_rule(self) -> str | None:
+        """The policy spec of the rule that x1 is under a residual span (module docstring): LB-BSP on the
+        last window alone (``history=1``: a_i = 0, c_i = compute_i / b_i) with no dead band; None without
+        a span."""
+        return f"lbbsp:batch={self.anchor},history=1,deadband=0" if self.anchor else None
 
     @property
     def limits(self) -> tuple[int, int] | None:
