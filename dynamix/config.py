@@ -937,8 +937,9 @@ class RLConfig:
                                    doc="residual control around the teacher (rl.action global only; "
                                        "dynamix.rl.actions): the global batch starts at warm_start_batch "
                                        "(split equally) and stays within [m / s, m x s] for this s >= 1, "
-                                       "so doing nothing is lbbsp:batch=m; 0 = none (the run's initial "
-                                       "batch, the whole range)")
+                                       "so doing nothing is a plain rule, m split by the last window's "
+                                       "speeds (ActionScheme.base_rule: lbbsp:batch=m,history=1,deadband=0); "
+                                       "0 = none (the run's initial batch, the whole range)")
     snapshots: tuple[float, ...] = setting((), rng(0.0, 0.999),
                                            doc="fractions of the training's timesteps at which the policy is "
                                                "also saved, as <name>-at<percent>.zip (0: right after the warm "
