@@ -552,9 +552,6 @@ class AblationStep:
     """One line: what the row changes (the ``changes`` column of the ablation's table)."""
 
 
-ABLATION_FRAME_STACK = 3
-"""The ``frame-stack`` variant's k: the current window and the two before it (a trend needs three points)."""
-
 ABLATION: dict[str, AblationStep] = {
     # the ladder, in order
     "paper": AblationStep(True, {}, "the paper's recipe: its state, T_iter = iteration time, plain sum over "
@@ -573,9 +570,6 @@ ABLATION: dict[str, AblationStep] = {
     "schedule": AblationStep(False, {"state": "schedule"},
                              "+ schedule state: training progress, learning-rate phase, noise-scale trend "
                              "(rl.state: schedule)"),
-    "frame-stack": AblationStep(False, {"frame_stack": ABLATION_FRAME_STACK},
-                                f"+ frame stack: the last {ABLATION_FRAME_STACK} windows' observations "
-                                f"(rl.frame_stack: {ABLATION_FRAME_STACK})"),
     "global": AblationStep(False, {"action": "global"},
                            "global action: one step of the global batch (x0.5..x2) per window, split by "
                            "speed (rl.action: global)"),
@@ -605,7 +599,7 @@ class AblationExperiment:
                                      doc="rows to train and evaluate, names of config.ABLATION: the ladder's "
                                          "steps, in order (paper .. dynamix = the default recipe), and "
                                          "opt-in variants of the default (config.ABLATION_VARIANTS: "
-                                         "schedule, frame-stack, global, schedule-scratch, global-scratch)")
+                                         "schedule, global, schedule-scratch, global-scratch)")
     seeds: int = setting(3, rng(1, 100),
                          doc="training seeds per step (train.seed + k); policy k runs with run seed k")
     heldout: tuple[str, ...] = setting(
@@ -716,7 +710,7 @@ class ArbitratorConfig:
 @dataclass(frozen=True)
 class SimConfig:
     """What models learning in a simulated run (:mod:`dynamix.sim`): ``dynamix simulate`` and
-    ``evaluate``, the experiments' runs and the agent's episodes on the simulator (``rl.episodes: sim``)."""
+    ``evaluate``, the experiments' runs and the agent's training episodes."""
 
     backend: str = setting("math", one_of("math", "surrogate"),
                            doc="math: the real model math on the virtual cluster (dynamix.sim.cluster) | "
@@ -813,9 +807,6 @@ class RLConfig:
                               "LB-BSP warm start) | paper (the paper's state, reward and return, PPO from "
                               'scratch, no warm start); fills the knobs left "" (or 0) below '
                               "(config.RECIPES)")
-    algo: str = setting("ppo", one_of("ppo", "simple"),
-                        doc="ppo | simple (the paper's variant: cumulative reward, no clipping, no "
-                            "advantages)")
     timesteps: int = setting(0, rng(0, None),
                              doc="PPO per-worker transitions (one window of one worker each) after the warm "
                                  "start; 0: the recipe's (dynamix 2048, paper 3072)")
@@ -824,10 +815,6 @@ class RLConfig:
                              "lb_gap and the compute/wait/communication split) | paper (the paper's features "
                              "only) | schedule (dynamix plus training progress, learning-rate phase and "
                              "noise-scale trend: what a batch schedule needs); \"\": the recipe's")
-    frame_stack: int = setting(1, rng(1, 16),
-                               doc="memory: the observation is the last frame_stack (k) windows' per-worker "
-                                   "observations, newest first, zeros before the first window "
-                                   "(dynamix.rl.state.StateBuilder); 1 = the current window only")
     action: str = setting("worker", one_of("worker", "global"),
                           doc="what one decision moves (dynamix.rl.actions): worker = each worker's batch by "
                               "one of batch.actions (the paper) | global = the global batch by one factor "
@@ -836,7 +823,7 @@ class RLConfig:
     n_steps: int = setting(64, rng(2, None),
                            doc="windows per worker per rollout: rollout = n_steps * workers")
     batch_size: int = setting(64, rng(2, None), doc="PPO minibatch (transitions)")
-    n_epochs: int = setting(4, rng(1, 100), doc="PPO passes over each rollout (simple: always 1)")
+    n_epochs: int = setting(4, rng(1, 100), doc="PPO passes over each rollout")
     learning_rate: float = setting(3e-4, rng(1e-7, 1.0), doc="PPO's Adam step size")
     gamma: float = setting(0.95, rng(0.0, 1.0), doc="discount per window")
     gae_lambda: float = setting(0.95, rng(0.0, 1.0), doc="GAE lambda")
@@ -904,14 +891,6 @@ class RLConfig:
                                     "its duration, all workers alike, so the return is minus the time to "
                                     "target; a run that misses it pays its time twice. \"\": the recipe's "
                                     "(dynamix: time; paper: paper)")
-    episodes: str = setting("sim", one_of("sim", "engine"),
-                            doc="where the agent's training episodes run: sim = the calibrated virtual-time "
-                                "simulator, its learning modelled as every simulated run's is (sim.backend: "
-                                "the model math or the fitted surrogate) | engine = real torchrun workers on "
-                                "this machine, the cluster's heterogeneity emulated, decisions through the "
-                                "gRPC arbitrator (dynamix.sim.engine_cluster). The target return's reference "
-                                "sweep and every run outside training (simulate, evaluate) are simulated "
-                                "either way")
     warm_start: str = setting("", one_of("", "none", "lbbsp"),
                               doc="before PPO, imitate a heuristic (dynamix.rl.warmstart): lbbsp = LB-BSP's "
                                   "load-balancing step read off the state, for warm_start_timesteps "
@@ -999,7 +978,7 @@ class ExecutorConfig:
 
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed_batches": (), "table_policy": "static",
                                                    "table_cluster": ""},
-                                           "rl": {"frame_stack": 1, "action": "worker", "learning": "fitted",
+                                           "rl": {"action": "worker", "learning": "fitted",
                                                   "warm_start_smoothing": 0.0, "workers_range": (),
                                                   "residual_span": 0.0, "snapshots": ()},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
@@ -1019,15 +998,23 @@ The evaluation run cache's key has its own table (:data:`dynamix.evaluation.cach
 settings were added at other times, and an entry moved from one to the other would change stored hashes."""
 
 HASH_REMOVED: dict[str, dict[str, Any]] = {"arbitrator": {"max_threads": 64},
-                                           "rl": {"warm_start_grow": 1.0, "warm_start_workers": ()},
+                                           "rl": {"warm_start_grow": 1.0, "warm_start_workers": (), "algo": "ppo"},
                                            "experiments.compression": {"model": "ncf", "width": 1.0,
                                                                        "dataset": "interactions"}}
 """Settings removed after configs were hashed, hashed at their last value so earlier hashes hold, and
 accepted at that value alone when a stored config is built again (:func:`build`), so the configs that
 policy artifacts and run folders carry still build (``arbitrator.max_threads``: the asyncio arbitrator
 holds no thread per waiting worker; ``rl.warm_start_grow`` and ``rl.warm_start_workers``: teacher
-variants the ablations dropped, docs/journal/rl.md; ``experiments.compression``'s single workload:
-:data:`REMOVED_FOR` names what replaced it). A dotted section names a subsection."""
+variants the ablations dropped, docs/journal/rl.md; ``rl.algo``: its other value, ``simple``, the
+paper's simplified policy gradient, was never trained beyond smoke size; ``experiments.compression``'s
+single workload: :data:`REMOVED_FOR` names what replaced it). A dotted section names a subsection."""
+
+REMOVED_UNHASHED: dict[str, dict[str, Any]] = {"rl": {"frame_stack": 1, "episodes": "sim"}}
+"""Settings removed whose last value no hash held: accepted at that value alone, as :data:`HASH_REMOVED`'s
+are, and left out of :meth:`Config.hash`, as they were (``rl.frame_stack``, the last k windows'
+observations: left out at 1 since it was added, never trained beyond smoke size; ``rl.episodes``,
+``engine`` for the agent's episodes on real workers, never used to train: at ``sim`` hashed inside the
+old ``rl.backend``, which :data:`HASH_MOVED` now reads off ``sim.backend`` alone)."""
 
 REMOVED_FOR: dict[str, str] = {f"experiments.compression.{key}": "experiments.compression.workloads (MODEL[@WIDTH] "
                                                                  "each, its data set implied)"
@@ -1040,19 +1027,16 @@ HASH_MOVED: dict[str, str | dict[str, dict[str, str]]] = {
     "rl.target_accuracy": "evaluation.target_accuracy",
     "rl.target_fraction": "evaluation.target_fraction",
     "rl.eval_budget": "evaluation.budget",
-    "rl.backend": {"sim": {"rl.episodes": "sim", "sim.backend": "math"},
-                   "surrogate": {"rl.episodes": "sim", "sim.backend": "surrogate"},
-                   "engine": {"rl.episodes": "engine", "sim.backend": "math"}},
+    "rl.backend": {"sim": {"sim.backend": "math"}, "surrogate": {"sim.backend": "surrogate"}},
 }
 """Settings moved, after configs were hashed, to the section where they act: old dotted key -> new one;
-for ``rl.backend``, split into where the agent's episodes run and what models learning in a simulated
-run, old value -> the new settings it stands for. :meth:`Config.hash` hashes each at its old place
-(:func:`_hashed_layout`; rl.episodes = engine with sim.backend = surrogate, which no value of the old
-key says, stays at the new places), so stage records, checkpoints and policy artifacts keep their
-hashes; :data:`HASH_NEUTRAL` and :data:`HASH_REMOVED` name settings where they are hashed. A stored
-config (policy artifacts, run folders, manifests) in the old layout builds with the new keys
-(:func:`upgrade`); a params.yaml or ``--set`` naming an old key is refused, naming the new ones
-(:func:`load`)."""
+for ``rl.backend``, which also said where the agent's episodes ran (its value ``engine`` went with
+``rl.episodes``, :data:`REMOVED_UNHASHED`), old value -> the new settings it stands for.
+:meth:`Config.hash` hashes each at its old place (:func:`_hashed_layout`), so stage records,
+checkpoints and policy artifacts keep their hashes; :data:`HASH_NEUTRAL` and :data:`HASH_REMOVED` name
+settings where they are hashed. A stored config (policy artifacts, run folders, manifests) in the old
+layout builds with the new keys (:func:`upgrade`); a params.yaml or ``--set`` naming an old key is
+refused, naming the new ones (:func:`load`)."""
 
 UNHASHED = ("executor",)
 """Sections that say where runs execute, not what they compute: left out of :meth:`Config.hash` and of a
@@ -1098,8 +1082,9 @@ class Config:
     def hash(self) -> str:
         """Short, stable hash of the full config: identifies a run's settings in manifests. Moved
         settings are hashed at their old places (:data:`HASH_MOVED`), removed ones at their last values
-        (:data:`HASH_REMOVED`), settings at their :data:`HASH_NEUTRAL` values are left out, so moving,
-        removing and adding them kept every earlier hash, and so are the :data:`UNHASHED` sections."""
+        (:data:`HASH_REMOVED`; those no hash held, :data:`REMOVED_UNHASHED`, stay out), settings at
+        their :data:`HASH_NEUTRAL` values are left out, so moving, removing and adding them kept every
+        earlier hash, and so are the :data:`UNHASHED` sections."""
         tree = _hashed_layout({k: v for k, v in self.to_dict().items() if k not in UNHASHED})
         for section, neutral in HASH_NEUTRAL.items():  # a dotted section names a subsection
             *parents, last = section.split(".")
@@ -1156,20 +1141,14 @@ def _new_keys(old: str) -> list[str]:
 
 def _hashed_layout(tree: dict) -> dict:
     """``tree`` (a config's :meth:`Config.to_dict`, changed in place) with the :data:`HASH_MOVED`
-    settings at their old places, the split one as the old value that stands for its new ones (left at
-    the new places when none does); a section they leave empty is dropped."""
+    settings at their old places, the split one as the old value that stands for its new ones; a
+    section they leave empty is dropped."""
     for old, new in HASH_MOVED.items():
         if isinstance(new, str):
             _put(tree, old, _pop(tree, new))
             continue
-        keys = _new_keys(old)
-        now = {key: _pop(tree, key) for key in keys}
-        value = next((value for value, stands in new.items() if stands == now), None)
-        if value is None:  # no old value says it: hashed as it is, at the new places
-            for key, v in now.items():
-                _put(tree, key, v)
-        else:
-            _put(tree, old, value)
+        now = {key: _pop(tree, key) for key in _new_keys(old)}
+        _put(tree, old, next(value for value, stands in new.items() if stands == now))
     for section in {key.split(".")[0] for old in HASH_MOVED for key in _new_keys(old)}:
         if tree.get(section) == {}:
             del tree[section]
@@ -1314,10 +1293,11 @@ def _same(value: Any, last: Any) -> bool:
 
 
 def _without_removed(cls: type, data: Mapping[str, Any], prefix: str) -> Mapping[str, Any]:
-    """``data`` less the settings :data:`HASH_REMOVED` lists for section ``prefix`` of :class:`Config`.
-    At its last value a removed setting asks for what the code still does, so it is dropped (a stored
-    config still builds); at any other value it asks for behaviour that no longer exists: ConfigError."""
-    removed = HASH_REMOVED.get(prefix, {})
+    """``data`` less the settings :data:`HASH_REMOVED` and :data:`REMOVED_UNHASHED` list for section
+    ``prefix`` of :class:`Config`. At its last value a removed setting asks for what the code still
+    does, so it is dropped (a stored config still builds); at any other value it asks for behaviour that
+    no longer exists: ConfigError."""
+    removed = {**HASH_REMOVED.get(prefix, {}), **REMOVED_UNHASHED.get(prefix, {})}
     if not removed or _section_type(prefix) is not cls:
         return data
     for key in sorted(removed.keys() & data.keys()):

@@ -85,11 +85,17 @@ def test_bad_values_name_field_and_range(override, message):
                                    "config may hold only its last value, 1.0)"),
         ("rl.warm_start_workers=[2, 3]", "rl.warm_start_workers = [2, 3] is not allowed: the setting was removed "
                                          "(a stored config may hold only its last value, [])"),
+        ("rl.algo=simple", "rl.algo = 'simple' is not allowed: the setting was removed (a stored config may hold "
+                           'only its last value, "ppo")'),
+        ("rl.frame_stack=3", "rl.frame_stack = 3 is not allowed: the setting was removed (a stored config may hold "
+                             "only its last value, 1)"),
+        ("rl.episodes=engine", "rl.episodes = 'engine' is not allowed: the setting was removed (a stored config may "
+                               'hold only its last value, "sim")'),
     ],
 )
 def test_the_dropped_agent_variants_are_refused_in_one_line(override, message):
     """busy, marginal, warm_start_grow and warm_start_workers were dropped (docs/journal/rl.md, ablation
-    table)."""
+    table); the simplified policy gradient, the frame stack and engine episodes were removed unrun."""
     with pytest.raises(config.ConfigError) as err:
         config.load(overrides=[override])
     assert str(err.value) == message
@@ -99,7 +105,8 @@ def test_a_removed_setting_at_its_last_value_is_dropped_and_keeps_the_hash():
     """What a stored config holds for a removed setting, as YAML or JSON writes it, asks for nothing
     that changed: it builds, to the hash of the config without it."""
     default = config.load()
-    kept = config.load(overrides=["rl.warm_start_grow=1", "rl.warm_start_workers=[]", "arbitrator.max_threads=64"])
+    kept = config.load(overrides=["rl.warm_start_grow=1", "rl.warm_start_workers=[]", "arbitrator.max_threads=64",
+                                  "rl.algo=ppo", "rl.frame_stack=1", "rl.episodes=sim"])
     assert kept == default and kept.hash() == default.hash()
     with pytest.raises(config.ConfigError, match=r"^arbitrator\.max_threads = True is not allowed: the setting was"):
         config.load(overrides=["arbitrator.max_threads=true"])
@@ -113,8 +120,8 @@ OLD_PLACES = {"sim.surrogate": "rl.surrogate", "sim.learning": "rl.learning",
               "evaluation.target_accuracy": "rl.target_accuracy",
               "evaluation.target_fraction": "rl.target_fraction", "evaluation.budget": "rl.eval_budget"}
 """Where the moved settings were (``rl``), besides rl.backend: a stored config's layout, written out here."""
-OLD_BACKEND = {("sim", "math"): "sim", ("sim", "surrogate"): "surrogate", ("engine", "math"): "engine"}
-"""rl.backend's value for (rl.episodes, sim.backend)."""
+OLD_BACKEND = {"math": "sim", "surrogate": "surrogate"}
+"""rl.backend's value for sim.backend."""
 
 
 def _old_layout(cfg: config.Config) -> dict:
@@ -123,8 +130,7 @@ def _old_layout(cfg: config.Config) -> dict:
     for new, old in OLD_PLACES.items():
         section, key = new.split(".")
         tree["rl"][old.split(".")[1]] = tree[section].pop(key)
-    episodes, backend = tree["rl"].pop("episodes"), tree["sim"].pop("backend")
-    tree["rl"]["backend"] = OLD_BACKEND[episodes, backend]
+    tree["rl"]["backend"] = OLD_BACKEND[tree["sim"].pop("backend")]
     added = tree.pop("sim")  # settings added to sim after the move: stored there, left out at their neutral values
     assert set(added) <= set(config.HASH_NEUTRAL["sim"]) and tree.pop("evaluation") == {}
     changed = {k: v for k, v in added.items() if v != config.HASH_NEUTRAL["sim"][k]}
@@ -151,19 +157,22 @@ def test_a_config_in_the_layout_from_before_the_moves_builds_to_the_same_config_
     assert config.build(config.RLConfig, stored["rl"], prefix="rl") == cfg.rl
 
 
-def test_the_split_backend_hashes_as_the_old_value_it_stands_for():
+def test_the_moved_backend_hashes_as_the_old_value_it_stands_for():
     stored = _old_layout(config.load())
-    for old, sets in (("sim", []), ("surrogate", ["sim.backend=surrogate"]), ("engine", ["rl.episodes=engine"])):
+    for old, sets in (("sim", []), ("surrogate", ["sim.backend=surrogate"])):
         built = config.build(config.Config, {**stored, "rl": {**stored["rl"], "backend": old}})
         assert built == config.load(overrides=sets) and built.hash() == config.load(overrides=sets).hash()
-    splits = ([], ["rl.episodes=engine"], ["sim.backend=surrogate"], ["rl.episodes=engine", "sim.backend=surrogate"])
-    assert len({config.load(overrides=s).hash() for s in splits}) == 4  # the last: no old value says it
+    assert config.load(overrides=["sim.backend=surrogate"]).hash() != config.load().hash()
+    # the agent's episodes on real workers (rl.backend: engine, later rl.episodes: engine) were removed
+    with pytest.raises(config.ConfigError, match=r"^rl\.backend = 'engine' is not allowed: must be one of 'sim', "
+                                                 r"'surrogate' \(a stored config's; rl\.backend is now sim\.backend"):
+        config.build(config.Config, {**stored, "rl": {**stored["rl"], "backend": "engine"}})
 
 
 @pytest.mark.parametrize("override, message", [
-    ("rl.backend=surrogate", "rl.backend is now rl.episodes and sim.backend (a setting lives in the section "
-                             "where it acts): rl.backend = surrogate is rl.episodes = sim, sim.backend = surrogate"),
-    ("rl.backend=engine", "rl.backend = engine is rl.episodes = engine, sim.backend = math"),
+    ("rl.backend=surrogate", "rl.backend is now sim.backend (a setting lives in the section where it acts): "
+                             "rl.backend = surrogate is sim.backend = surrogate"),
+    ("rl.backend=sim", "rl.backend = sim is sim.backend = math"),
     ("rl.surrogate=x.json", "rl.surrogate is now sim.surrogate (a setting lives in the section where it "
                             "acts): set sim.surrogate instead"),
     ("rl.learning=measured", "set sim.learning instead"),
@@ -181,7 +190,7 @@ def test_a_params_yaml_with_a_moved_setting_is_refused(tmp_path):
     path = write_params(tmp_path, lambda r: r["rl"].__setitem__("eval_budget", "epochs"))
     with pytest.raises(config.ConfigError, match=r"^rl\.eval_budget is now evaluation\.budget .*: set evaluation"):
         config.load(path)
-    with pytest.raises(config.ConfigError, match=r"^rl\.backend is now rl\.episodes and sim\.backend"):
+    with pytest.raises(config.ConfigError, match=r"^rl\.backend is now sim\.backend"):
         config.with_overrides(config.load(), {"rl": {"backend": "surrogate"}})  # code written for the old layout
 
 

@@ -17,7 +17,7 @@ from dynamix.evaluation.runner import SimTask, evaluate
 from dynamix.policies import Bounds, PolicySpec, known_policies, make_policy
 from dynamix.rl import policy as rl_policy
 from dynamix.rl.actions import ActionScheme
-from dynamix.rl.algos import build, recipe_for
+from dynamix.rl.learner import build, recipe_for
 from dynamix.rl.artifact import save_policy
 from dynamix.rl.state import SPECS
 from helpers.rl import rl_cfg, tiny_cost
@@ -74,9 +74,9 @@ def test_a_bad_spec_is_refused_naming_it_and_the_allowed_forms(text, message):
 
 def tiny_policy(cfg, path: Path) -> Path:
     """An untrained artifact for ``cfg`` (what it decides does not matter here): no training needed."""
-    dim = cfg.rl.frame_stack * SPECS[cfg.rl.state].obs_dim
+    dim = SPECS[cfg.rl.state].obs_dim
     n = len(ActionScheme.of(cfg.rl.action, cfg.batch.actions, Bounds(cfg.batch.min, cfg.batch.max)).choices)
-    model = build(cfg.rl.algo, recipe_for(cfg.rl, 1, 0), None,
+    model = build(recipe_for(cfg.rl, 1, 0), None,
                   (gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32), gym.spaces.Discrete(n)))
     return save_policy(model, path, cfg, {"timesteps": 0, "init": None})
 

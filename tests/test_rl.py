@@ -24,7 +24,7 @@ from dynamix.cluster.costmodel import CostModel
 from dynamix.config import ConfigError, RewardConfig
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import Bounds, PolicyContext, make_policy
-from dynamix.rl.algos import make_algo
+from dynamix.rl.learner import make_learner
 from dynamix.rl.artifact import PolicyArtifactError, artifact_paths, load_policy
 from dynamix.rl.domain import sample_cluster, sample_set
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
@@ -211,7 +211,7 @@ def _rollout(seed: int, cost: CostModel) -> tuple[np.ndarray, np.ndarray]:
     cfg = training_config(rl_cfg(n_steps=8))
     venv = WorkerVecEnv(DynamixEnv(cfg, cost=cost))
     venv.seed(seed)
-    model = make_algo(cfg.rl, venv, seed)
+    model = make_learner(cfg.rl, venv, seed)
     model.learn(8 * venv.num_envs)
     return model.rollout_buffer.actions.copy(), model.rollout_buffer.rewards.copy()
 
@@ -417,17 +417,6 @@ def test_transfer_fine_tunes_on_another_workload(trained, cost):
     assert meta["training"]["timesteps"] == 8
 
 
-def test_simplified_variant_trains_and_loads(tmp_path, cost):
-    """algo=simple: REINFORCE on the reward-to-go, no clipping or advantages; same artifact format."""
-    from dynamix.rl.algos import SimplePG
-
-    cfg = rl_cfg(algo="simple")
-    out = train_policy(cfg, "simple", timesteps=8, out_dir=tmp_path, cost=cost, progress=False)
-    model, meta = load_policy(out)
-    assert isinstance(model, SimplePG) and meta["algo"] == "simple" and model.num_timesteps == 8
-    assert model._n_updates == 1  # one simplified update per rollout
-
-
 # ---- warm start (rl.warm_start: lbbsp) ---------------------------------------------------------------
 
 PAPER_STEPS = (-100, -25, 0, 25, 100)
@@ -482,7 +471,7 @@ def test_warm_started_policy_imitates_the_teacher(cost):
     cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=128, net_arch=[64, 64])
     venv = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
     venv.seed(3)
-    model = make_algo(cfg.rl, venv, seed=3)
+    model = make_learner(cfg.rl, venv, seed=3)
     before, _ = _agreement(model, venv, cfg.rl, episodes=8)
     stats = warm_start(model, venv, cfg.rl, seed=3, progress=False)
     after, seen = _agreement(model, venv, cfg.rl, episodes=8)  # episodes the imitation never saw
@@ -500,7 +489,7 @@ def test_smoothed_imitation_keeps_the_teacher_greedy_and_the_policy_exploring(co
         cfg = rl_cfg(warm_start="lbbsp", warm_start_timesteps=128, net_arch=[64, 64], warm_start_smoothing=eps)
         venv = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
         venv.seed(3)
-        model = make_algo(cfg.rl, venv, seed=3)
+        model = make_learner(cfg.rl, venv, seed=3)
         stats = warm_start(model, venv, cfg.rl, seed=3, progress=False)
         assert stats["agreement"] >= 0.8
         probs[eps] = stats["teacher_prob"]

@@ -1,6 +1,6 @@
-"""The agent's schedule signals (rl.state: schedule), memory (rl.frame_stack) and global-batch action
-(rl.action: global): the features' values, the stacked frames, the speed split, a trained round trip on
-the simulator and the surrogate, older artifacts unchanged, and the ablation rows that select them.
+"""The agent's schedule signals (rl.state: schedule) and global-batch action (rl.action: global): the
+features' values, the speed split, a trained round trip on the simulator and the surrogate, older
+artifacts unchanged, and the ablation rows that select them.
 """
 
 from __future__ import annotations
@@ -77,30 +77,6 @@ def test_noise_trend_reads_the_growth_of_the_noise_scale_not_the_agents_batch():
     still = [sb.observe(*_noisy(300.0, b))[0] for b in (32, 64, 128, 256)]  # B grows, B_simple does not
     assert [o[COL["g_noise_trend"]] for o in still] == pytest.approx([0.0] * 4, abs=1e-6)
     assert still[0][COL["g_noise_scale"]] > still[-1][COL["g_noise_scale"]]  # ... while B_simple / B falls
-
-
-# ---- memory ------------------------------------------------------------------------------------------
-
-
-def test_frame_stack_holds_the_previous_observations_newest_first_and_zeros_after_reset():
-    k, d = 3, OBS_DIM
-    sb, plain = StateBuilder(BOUNDS, "dynamix", frame_stack=k), StateBuilder(BOUNDS, "dynamix")
-    seen = []
-    for t in range(4):
-        workers = [worker(0, 64, iter_ms=100.0 + 20 * t), worker(1, 128, acc=0.5 + 0.05 * t)]
-        obs, now = sb.observe(workers, window(workers)), plain.observe(workers, window(workers))
-        seen.insert(0, now)
-        assert obs.shape == (2, k * d) and sb.obs_dim == k * d
-        for j in range(k):
-            want = seen[j] if j < len(seen) else np.zeros_like(now)
-            np.testing.assert_array_equal(obs[:, j * d:(j + 1) * d], want)
-    restored = StateBuilder(BOUNDS, "dynamix", frame_stack=k)
-    restored.load_state_dict(json.loads(json.dumps(sb.state_dict())))  # plain data, as the arbitrator keeps it
-    workers = [worker(0, 80), worker(1, 96)]
-    np.testing.assert_array_equal(restored.observe(workers, window(workers)), sb.observe(workers, window(workers)))
-    sb.reset()
-    obs = sb.observe(workers, window(workers))
-    assert not obs[:, d:].any() and obs[:, :d].any()
 
 
 # ---- global action -----------------------------------------------------------------------------------
@@ -190,7 +166,6 @@ def test_global_teacher_moves_the_global_batch_towards_its_target():
 
 
 @pytest.mark.parametrize("field, value, allowed", [("action", "foo", "'worker', 'global'"),
-                                                   ("frame_stack", 0, r"\[1, 16\]"),
                                                    ("state", "memory", "'schedule'")])
 def test_invalid_values_fail_in_one_line_naming_the_field(field, value, allowed):
     with pytest.raises(ConfigError, match=f"rl.{field} = .*{allowed}") as exc:
@@ -209,7 +184,6 @@ def test_the_new_settings_at_their_defaults_keep_the_config_hash():
                    "oracle_phase_epochs": []}  # the one-seed doubling grid it was published with
     cpu = config.load(profile="cpu", overrides={"experiments": {"inference": {"policies": earlier, **oracle_then}}})
     assert (cfg.hash(), cpu.hash()) == ("9da821755bef", "09518d80d260")
-    assert config.load(overrides={"rl": {"frame_stack": 2}}).hash() != config.load().hash()
     assert config.load(overrides={"rl": {"action": "global"}}).hash() != config.load().hash()
     spanned = config.load(overrides={"rl": {"action": "global", "residual_span": 2.0}}).hash()
     assert spanned != config.load(overrides={"rl": {"action": "global"}}).hash()
@@ -224,28 +198,28 @@ def _simulated_sizes(zip_path: Path, cfg: config.Config, cost) -> list[tuple[int
     return [tuple(g["batch_size"]) for _, g in runs.groupby("window", sort=True)]
 
 
-def test_round_trip_schedule_state_frame_stack_and_global_action_on_the_simulator(tmp_path):
+def test_round_trip_schedule_state_and_global_action_on_the_simulator(tmp_path):
     cost = tiny_cost()
-    cfg = rl_cfg(state="schedule", frame_stack=2, action="global", n_steps=8, timesteps=8, warm_start="lbbsp",
+    cfg = rl_cfg(state="schedule", action="global", n_steps=8, timesteps=8, warm_start="lbbsp",
                  warm_start_timesteps=8, warm_start_epochs=2)
     zip_path = train_policy(cfg, "signals", out_dir=tmp_path, cost=cost, progress=False)
     meta = json.loads(artifact_paths(zip_path)[1].read_text())
     assert meta["state_spec_version"] == "schedule-state-v1" and meta["features"] == list(SCHED.names)
-    assert meta["frame_stack"] == 2 and meta["obs_dim"] == 2 * SCHED.obs_dim
+    assert (meta["algo"], meta["frame_stack"], meta["obs_dim"]) == ("ppo", 1, SCHED.obs_dim)  # the format's fields
     assert meta["action"] == "global" and meta["action_choices"] == list(GLOBAL_FACTORS)
     assert meta["training"]["warm_start"]["transitions"] >= 8 and meta["training"]["timesteps"] == 8
     model, _ = load_policy(zip_path)
-    assert model.observation_space.shape == (2 * SCHED.obs_dim,) and model.action_space.n == len(GLOBAL_FACTORS)
-    # inference: k = 2 and the global action come from the artifact; deterministic; every window's global
+    assert model.observation_space.shape == (SCHED.obs_dim,) and model.action_space.n == len(GLOBAL_FACTORS)
+    # inference: the state and the global action come from the artifact; deterministic; every window's global
     # batch is the last one's times a factor (within 2 x [8, 64], rounded)
     windows = _simulated_sizes(zip_path, cfg, cost)
     assert windows == _simulated_sizes(zip_path, cfg, cost) and len(windows) >= 3
     for before, after in zip(windows, windows[1:]):
         assert all(8 <= b <= 64 for b in after)
         assert sum(after) in {min(max(round(f * sum(before)), 16), 128) for f in GLOBAL_FACTORS}
-    # fine-tuning it under another frame stack is refused, in one line
-    with pytest.raises(ConfigError, match="rl.frame_stack = 2"):
-        train_policy(dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, frame_stack=1)), "ft",
+    # fine-tuning it under another action is refused, in one line
+    with pytest.raises(ConfigError, match="was trained with rl.action = 'global'; this run has 'worker'"):
+        train_policy(dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, action="worker")), "ft",
                      init=str(zip_path), out_dir=tmp_path, cost=cost, progress=False)
 
 
@@ -271,22 +245,21 @@ def test_round_trip_on_the_surrogate(tmp_path):
     base = config.load(profile="default", overrides={"rl": {"episode_epochs": 0.5}})
     path = progress.save(make_model(training_config(base)), tmp_path / "surrogate.json")
     cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)}, "rl": {
-        "episode_epochs": 0.5, "state": "schedule", "frame_stack": 2,
-        "action": "global", "n_steps": 16, "batch_size": 16, "timesteps": 32, "warm_start_timesteps": 16,
+        "episode_epochs": 0.5, "state": "schedule", "action": "global", "n_steps": 16, "batch_size": 16, "timesteps": 32, "warm_start_timesteps": 16,
         "warm_start_epochs": 2, "net_arch": [16]}})
     env = DynamixEnv(training_config(cfg), cost=COST)
     check_env(env, warn=True, skip_render_check=True)
-    assert WorkerVecEnv(env).num_envs == 1 and env.observation_space.shape == (1, 2 * SCHED.obs_dim)
+    assert WorkerVecEnv(env).num_envs == 1 and env.observation_space.shape == (1, SCHED.obs_dim)
     zip_path = train_policy(cfg, "signals-sur", out_dir=tmp_path, cost=COST, progress=False)
     _, meta = load_policy(zip_path)
-    assert (meta["state_spec_version"], meta["frame_stack"], meta["action"]) == ("schedule-state-v1", 2, "global")
+    assert (meta["state_spec_version"], meta["action"]) == ("schedule-state-v1", "global")
     spec = dataclasses.replace(homogeneous(4), name="four")
     runs = simulate(spec, training_config(cfg), make_policy(f"dynamix:{zip_path}"), seed=0, progress=False,
                     cost=COST)  # the surrogate's workload
     assert runs["batch_size"].between(32, 1024).all() and runs["window"].nunique() >= 3
 
 
-# a committed policy trained before frame stacks and the schedule state existed
+# a committed policy trained before the schedule state existed (and before its metadata recorded frame_stack)
 COMMITTED_V4 = Path(__file__).resolve().parents[1] / "results/profiles/cpu/transfer/policies/tiny-cnn-0p5-sgd.zip"
 
 
@@ -312,8 +285,10 @@ def test_a_state_v4_artifact_loads_and_decides_as_before():
         sizes = got
 
 
-# the cpu pipeline's policy, trained while rl.warm_start_grow and rl.warm_start_workers existed
+# the cpu pipeline's policy, trained while rl.warm_start_grow, rl.warm_start_workers, rl.algo and rl.frame_stack
+# existed; the re-aimed agent's, while rl.episodes did
 COMMITTED_CPU = Path(__file__).resolve().parents[1] / "results/profiles/cpu/policies/dynamix.zip"
+COMMITTED_AGENT = Path(__file__).resolve().parents[1] / "results/profiles/cpu-agent/policies/dynamix.zip"
 
 
 def test_a_committed_policy_trained_with_the_removed_teacher_settings_still_loads():
@@ -322,6 +297,7 @@ def test_a_committed_policy_trained_with_the_removed_teacher_settings_still_load
     model, meta = load_policy(COMMITTED_CPU)
     stored = meta["config"]
     assert (stored["rl"]["warm_start_grow"], stored["rl"]["warm_start_workers"]) == (1.0, [])
+    assert (stored["rl"]["algo"], stored["rl"]["frame_stack"], meta["algo"], meta["frame_stack"]) == ("ppo", 1, "ppo", 1)
     assert config.build(config.Config, stored).hash() == meta["config_hash"]
     assert config.build(config.RLConfig, meta["training"]["rl"], prefix="rl").warm_start == "lbbsp"
     obs = np.zeros((3, OBS_DIM), dtype=np.float32)
@@ -331,6 +307,30 @@ def test_a_committed_policy_trained_with_the_removed_teacher_settings_still_load
         config.build(config.Config, changed)
     assert str(err.value) == ("rl.warm_start_grow = 0.5 is not allowed: the setting was removed (a stored config "
                               "may hold only its last value, 1.0)")
+    _, agent = load_policy(COMMITTED_AGENT)
+    assert agent["config"]["rl"]["episodes"] == agent["training"]["rl"]["episodes"] == "sim"
+    assert config.build(config.Config, agent["config"]).hash() == agent["config_hash"]
+    assert config.build(config.RLConfig, agent["training"]["rl"], prefix="rl").action == "global"
+
+
+@pytest.mark.parametrize("field, value, removed", [
+    ("frame_stack", 3, "rl.frame_stack (the observation of the last k windows) was removed; only 1 is read"),
+    ("frame_stack", True, "rl.frame_stack (the observation of the last k windows) was removed; only 1 is read"),
+    ("algo", "simple", "rl.algo (simple, the paper's simplified policy gradient) was removed; only \"ppo\" is read"),
+])
+def test_an_artifact_of_a_removed_agent_option_is_refused_in_one_line(tmp_path, field, value, removed):
+    """A policy trained with the frame stack or the simplified policy gradient is refused, not
+    half-loaded; the committed ones, at the values this code trains, load (above)."""
+    for suffix in (".zip", ".json"):
+        (tmp_path / f"p{suffix}").write_bytes(COMMITTED_CPU.with_suffix(suffix).read_bytes())
+    json_path = tmp_path / "p.json"
+    meta = json.loads(json_path.read_text())
+    json_path.write_text(json.dumps({**meta, field: value}))
+    with pytest.raises(PolicyArtifactError) as err:
+        load_policy(tmp_path / "p.zip")
+    assert str(err.value) == f"policy metadata {json_path}: {field} = {json.dumps(value)} is not supported: {removed}"
+    json_path.write_text(json.dumps({k: v for k, v in meta.items() if k != "frame_stack"}))
+    assert load_policy(tmp_path / "p.zip")[0].observation_space.shape == (OBS_DIM,)  # before frame_stack existed
 
 
 # ---- the ablation rows -----------------------------------------------------------------------------------
@@ -341,20 +341,21 @@ def test_ablation_variants_are_one_change_each_to_the_default_and_selectable():
 
     cfg = config.load()
     variants = ablation.variant_configs(cfg)
-    assert list(variants) == list(config.ABLATION_VARIANTS) == ["schedule", "frame-stack", "global",
-                                                                "schedule-scratch", "global-scratch"]
+    assert list(variants) == list(config.ABLATION_VARIANTS) == ["schedule", "global", "schedule-scratch",
+                                                                "global-scratch"]
     scratch = {"warm_start": "none", "timesteps": cfg.rl.timesteps + cfg.rl.warm_start_timesteps}
-    changed = {"schedule": {"state": "schedule"}, "frame-stack": {"frame_stack": config.ABLATION_FRAME_STACK},
-               "global": {"action": "global"}, "schedule-scratch": {"state": "schedule", **scratch},
-               "global-scratch": {"action": "global", **scratch}}
+    changed = {"schedule": {"state": "schedule"}, "global": {"action": "global"},
+               "schedule-scratch": {"state": "schedule", **scratch}, "global-scratch": {"action": "global", **scratch}}
     for name, v in variants.items():
         diff = {f.name: getattr(v.rl, f.name) for f in dataclasses.fields(v.rl)
                 if getattr(v.rl, f.name) != getattr(cfg.rl, f.name)}
         assert diff == changed[name] and dataclasses.replace(v, rl=cfg.rl) == cfg
-    chosen = config.load(overrides={"experiments": {"ablation": {"steps": ["dynamix", "schedule", "frame-stack",
-                                                                            "global"], "seeds": 1}}})
+    chosen = config.load(overrides={"experiments": {"ablation": {"steps": ["dynamix", "schedule", "global"],
+                                                                 "seeds": 1}}})
     planned = {t.policy for t in ablation.plan(chosen) if t.kind == "train"}
-    assert planned == {"dynamix", "schedule", "frame-stack", "global"}
+    assert planned == {"dynamix", "schedule", "global"}
     assert ablation._order(["lbbsp", "global", "dynamix", "schedule"]) == ["dynamix", "schedule", "global", "lbbsp"]
-    with pytest.raises(ConfigError, match="experiments.ablation.steps.*'frame-stack'"):
+    with pytest.raises(ConfigError, match="experiments.ablation.steps.*'global-scratch'"):
         config.load(overrides={"experiments": {"ablation": {"steps": ["memory"]}}})
+    with pytest.raises(ConfigError, match="experiments.ablation.steps = \\['frame-stack'\\] is not allowed"):
+        config.load(overrides={"experiments": {"ablation": {"steps": ["frame-stack"]}}})  # removed, unrun

@@ -327,7 +327,7 @@ def test_workers_range_draws_one_count_per_episode_with_its_own_target(cfg):
     counts = []
     for seed in range(12):
         obs, _ = env.reset(seed=seed)
-        assert obs.shape == (1, env.state.obs_dim)  # one slot whatever the count
+        assert obs.shape == (1, env.state_spec.obs_dim)  # one slot whatever the count
         assert len(env.batch_sizes) == env.n_workers == env.cluster.spec.n_workers
         assert env.target == env._target(env.n_workers)
         counts.append(env.n_workers)

@@ -21,7 +21,7 @@ import torch
 from dynamix import cli, config
 from dynamix.policies.base import Bounds
 from dynamix.rl.actions import ActionScheme
-from dynamix.rl.algos import build, recipe_for
+from dynamix.rl.learner import build, recipe_for
 from dynamix.rl.artifact import (PICKLED, PolicyArtifactError, artifact_paths, load_policy, save_policy,
                                  sha256)
 from dynamix.rl.learn import CHECKPOINT_FORMAT, _stale, resume
@@ -55,9 +55,9 @@ def cfg():
 
 def untrained(cfg, path):
     """A valid artifact for ``cfg`` (an untrained network: what it decides does not matter here)."""
-    dim = cfg.rl.frame_stack * SPECS[cfg.rl.state].obs_dim
+    dim = SPECS[cfg.rl.state].obs_dim
     n = len(ActionScheme.of(cfg.rl.action, cfg.batch.actions, Bounds(cfg.batch.min, cfg.batch.max)).choices)
-    model = build(cfg.rl.algo, recipe_for(cfg.rl, 1, 0), None,
+    model = build(recipe_for(cfg.rl, 1, 0), None,
                   (gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32), gym.spaces.Discrete(n)))
     return model, save_policy(model, path, cfg, {"timesteps": 0, "init": None})
 
@@ -122,7 +122,7 @@ def test_a_payload_in_a_training_checkpoint_never_runs(cfg, tmp_path):
     ckpt = tmp_path / "checkpoint.zip"
     torch.save({"policy": Payload(marker), "policy.optimizer": {}}, ckpt)
     with pytest.raises(PolicyArtifactError, match="checkpoint .* cannot be loaded"):
-        resume({"learner": recipe_for(cfg.rl, 1, 0), "timesteps": 8}, ckpt, cfg.rl.algo, venv=None)
+        resume({"learner": recipe_for(cfg.rl, 1, 0), "timesteps": 8}, ckpt, venv=None)
     # SB3's pickled checkpoint (no format in its JSON) is never resumed: the run is refused or restarted
     (tmp_path / "checkpoint.json").write_text(json.dumps({"timesteps": 8, "episode": 1}))
     why = _stale(tmp_path / "checkpoint.json", {})

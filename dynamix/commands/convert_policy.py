@@ -30,9 +30,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.trust:
         raise UserError(f"loading {args.old} unpickles it, which runs any code it holds: pass --trust if you "
                         "made it or trust where it came from")
-    old_zip, meta = read_meta(args.old, formats=(PICKLED,))
+    old_zip, _ = read_meta(args.old, formats=(PICKLED,))
     new_zip = convert(old_zip, args.new)
-    converted = convert_checkpoint(old_zip.with_suffix(".run"), artifact_paths(args.new)[0].with_suffix(".run"),
-                                   meta["algo"])
+    converted = convert_checkpoint(old_zip.with_suffix(".run"), artifact_paths(args.new)[0].with_suffix(".run"))
     print(f"policy {new_zip}{' and its checkpoint' if converted else ''} converted")
     return 0

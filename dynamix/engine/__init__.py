@@ -2,9 +2,8 @@
 ring and parameter-server synchronisation, heterogeneity emulation and per-window metrics.
 
 It sits on the trainer (:mod:`dynamix.train`), the cluster spec, the metrics, the policies and the
-arbitrator's client (:mod:`dynamix.rpc`); ``dynamix launch``, the agent's engine episode back-end
-(:mod:`dynamix.sim.engine_cluster`), simulator validation, sim2real and the inference experiment
-run it.
+arbitrator's client (:mod:`dynamix.rpc`); ``dynamix launch``, simulator validation, sim2real and the
+inference experiment run it.
 
 Entry points: ``dynamix launch`` (:mod:`dynamix.engine.launch`), :func:`run_local` (notebooks,
 experiments, simulator validation), :class:`~dynamix.engine.worker.Engine` (one rank), and

@@ -17,8 +17,6 @@ Beside the ladder, opt-in variants of the default (:data:`dynamix.config.ABLATIO
 
 - ``schedule``: + the schedule signals in the state (``rl.state: schedule``: training progress,
   learning-rate phase, noise-scale trend);
-- ``frame-stack``: + memory, the last :data:`dynamix.config.ABLATION_FRAME_STACK` windows' rows
-  (``rl.frame_stack``);
 - ``global``: the global-batch action (``rl.action: global``: one factor of the global batch per
   window, split over the workers by speed);
 - ``schedule-scratch``, ``global-scratch``: the same two without the warm start, PPO from scratch on

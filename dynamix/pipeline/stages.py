@@ -33,11 +33,13 @@ class Reads:
 ALWAYS = ("profile", "profiles")
 """Every stage: the profile in force and the profiles merged over the base sections."""
 
-SIMULATED_RUN = ("data", "model", "optim", "train", "batch", "engine.compression", "arbitrator.overhead_ms",
-                 "arbitrator.overhead_ms_per_worker")
+CHARGED = ("engine.compression", "arbitrator.overhead_ms", "arbitrator.overhead_ms_per_worker")
+"""What the cost model charges a simulated run per window besides its workload: the gradient
+compression and the arbitration cost (:func:`dynamix.sim.cluster.calibrated_cost`)."""
+
+SIMULATED_RUN = ("data", "model", "optim", "train", "batch", *CHARGED)
 """What a simulated run reads of its config: the sections of the run cache's key
-(:data:`dynamix.evaluation.cache.SIM_SECTIONS`), the gradient compression and the arbitration cost the
-cost model charges per window (:func:`dynamix.sim.cluster.calibrated_cost`)."""
+(:data:`dynamix.evaluation.cache.SIM_SECTIONS`) and what the cost model charges (:data:`CHARGED`)."""
 
 WORKLOAD = ("experiments.model", "experiments.width")
 """The experiments' simulated workload (:func:`dynamix.evaluation.plan.sim_config`), where a stage does
@@ -53,12 +55,11 @@ TARGET = ("evaluation.target_accuracy", "evaluation.target_fraction")
 BUDGET = ("evaluation.budget",)
 """Each run's budget: the reference run's time or the epochs (:func:`dynamix.evaluation.plan.budgeted`)."""
 
-AGENT = ("rl", "sim", *TARGET, "reward", "engine", "arbitrator", "policy")
+AGENT = ("rl", "sim", *TARGET, "reward", *CHARGED)
 """Training the agent (:mod:`dynamix.rl.learn`): every ``rl`` key, the simulator's model of learning
-(``sim``: the fitted surrogate it may train on), the target of the target return, the reward, and with
-``rl.episodes: engine`` the real workers, their arbitrator and its policy. The experiments judge every
-policy with the model math (:func:`dynamix.evaluation.plan.sim_config`), so the stages that only
-evaluate do not read ``sim``."""
+(``sim``: the fitted surrogate it may train on), the target of the target return, the reward and what
+the cost model charges its simulated episodes. The experiments judge every policy with the model math
+(:func:`dynamix.evaluation.plan.sim_config`), so the stages that only evaluate do not read ``sim``."""
 
 READS: dict[str, Reads] = {
     "prepare": Reads(

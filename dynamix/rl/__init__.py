@@ -1,7 +1,6 @@
 """The DYNAMIX agent: state spec, reward, gymnasium environment, PPO training, policy artifacts.
 
-It sits on the simulator's episode back-ends (:mod:`dynamix.sim`: the real-math virtual cluster, the
-fitted surrogate and, for ``rl.episodes: engine``, :mod:`dynamix.sim.engine_cluster` on the real engine),
+It sits on the simulator (:mod:`dynamix.sim`: the real-math virtual cluster or the fitted surrogate),
 the policies and the cluster spec; ``dynamix train-policy``, the evaluation (a trained agent as
 ``dynamix:PATH``) and the experiments use it. The agent's manual: ``docs/rl.md``.
 
@@ -11,10 +10,9 @@ Modules, in data-flow order (training clusters in, a trained policy and its deci
 - ``state``      the versioned state spec: each worker's observation at a window's end;
 - ``actions``    what a decision moves (``rl.action``): each worker's batch, or the global one;
 - ``reward``     the per-worker, per-window reward and how windows sum into a return;
-- ``env``        one episode = one training run where ``rl.episodes`` says (the simulator, learning
-                 as ``sim.backend`` models it, or the engine): the gymnasium environment and the
-                 per-worker ``VecEnv`` PPO trains on;
-- ``algos``      the learners: stable-baselines3 PPO, the paper's simplified policy gradient;
+- ``env``        one episode = one simulated training run (learning as ``sim.backend`` models it):
+                 the gymnasium environment and the per-worker ``VecEnv`` PPO trains on;
+- ``learner``    stable-baselines3 PPO, built from a recipe of plain numbers (what an artifact records);
 - ``warmstart``  imitation of an LB-BSP teacher before PPO (``rl.warm_start``);
 - ``learn``      the agent's training run (``dynamix train-policy``): resumable checkpoints,
                  progress, the artifact (the model's own training loop is :mod:`dynamix.train`);

@@ -4,10 +4,10 @@ and how to rebuild it). Neither runs code when loaded.
 The zip is ``torch.save``'s archive of the learner's state dicts (policy and optimiser: tensors and
 numbers), read with ``torch.load(weights_only=True)``, which refuses every pickled object but tensors
 and plain containers. The JSON records the format, the recipe (``rl.recipe``), the state-spec version
-and feature names (:mod:`dynamix.rl.state`), the frame stack (``rl.frame_stack``), what a decision
-moves (``rl.action``, :mod:`dynamix.rl.actions`) and its choices, the action set and batch bounds, the
-reward coefficients, the algorithm and the learner's constructor arguments (``learner``,
-:data:`dynamix.rl.algos.RECIPE`), the full training config, and the sha256 of the zip.
+and feature names (:mod:`dynamix.rl.state`), what a decision moves (``rl.action``,
+:mod:`dynamix.rl.actions`) and its choices, the action set and batch bounds, the reward coefficients,
+the learner's constructor arguments (``learner``, :data:`dynamix.rl.learner.RECIPE`), the full training
+config, and the sha256 of the zip.
 :func:`load_policy` checks all of it, constructs the SB3 model from the recorded numbers and only then
 reads the tensors; it raises :class:`PolicyArtifactError` with the reason (missing file, corrupt zip,
 sha mismatch, other state spec); :func:`check_compatible` refuses to run a policy under another action
@@ -38,7 +38,7 @@ from dynamix.config import Config
 from dynamix.errors import InputFileError
 from dynamix.policies.base import Bounds
 from dynamix.rl.actions import ACTIONS, ActionScheme, scheme_of
-from dynamix.rl.algos import ALGOS, build, check_recipe, recipe_of
+from dynamix.rl.learner import build, check_recipe, recipe_of
 from dynamix.rl.state import SPECS, StateBuilder, StateSpec, spec_for_version
 
 FORMAT = "dynamix-policy-v2"
@@ -48,6 +48,12 @@ META_BYTES = 1 << 24
 """The largest metadata JSON read (a real one is tens of kB)."""
 PARAMS = ("policy", "policy.optimizer")
 """The state dicts a tensors file holds (SB3's ``get_parameters()``)."""
+FIXED = {"algo": ("ppo", "rl.algo (simple, the paper's simplified policy gradient)"),
+         "frame_stack": (1, "rl.frame_stack (the observation of the last k windows)")}
+"""Fields of the format whose other values named options since removed from the agent, neither trained
+beyond smoke size (docs/journal/rl.md): field -> (the one value written and read, what was removed).
+An artifact recording another value is refused (:func:`read_meta`); one without the field (written
+before ``frame_stack`` existed) reads as that value."""
 
 
 class PolicyArtifactError(InputFileError, ValueError):
@@ -83,9 +89,9 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
         "format": FORMAT,
         "recipe": cfg.rl.recipe,
         "state_spec_version": spec.version,
-        "obs_dim": cfg.rl.frame_stack * spec.obs_dim,  # the network's input: frame_stack x the features
+        "obs_dim": spec.obs_dim,  # the network's input
         "features": list(spec.names),
-        "frame_stack": cfg.rl.frame_stack,
+        "frame_stack": FIXED["frame_stack"][0],
         "action": scheme.kind,
         "action_choices": list(scheme.choices),
         **({"residual": {"anchor": scheme.anchor, "span": scheme.span}} if scheme.anchor else {}),
@@ -93,7 +99,7 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
         "bounds": {"min": cfg.batch.min, "max": cfg.batch.max},
         "window": cfg.batch.window,
         "reward": dataclasses.asdict(cfg.reward),
-        "algo": cfg.rl.algo,
+        "algo": FIXED["algo"][0],
         "learner": recipe_of(model),
         "n_updates": model._n_updates,
         "training": training,
@@ -145,16 +151,14 @@ def read_meta(path: str | os.PathLike, formats: tuple[str, ...] = (FORMAT,)) -> 
         raise PolicyArtifactError(
             f"policy {zip_path} was trained on state spec {str(meta.get('state_spec_version'))[:200]!r}; this code "
             f"observes {known}: retrain it with `dynamix train-policy`")
-    if not isinstance(meta.get("algo"), str) or meta["algo"] not in ALGOS:
-        raise PolicyArtifactError(f"policy metadata {json_path}: algo = {str(meta.get('algo'))[:200]!r}, must be one "
-                                  f"of {list(ALGOS)}")
+    for key, (only, removed) in FIXED.items():
+        value = meta.get(key, only)
+        if type(value) is not type(only) or value != only:
+            raise PolicyArtifactError(f"policy metadata {json_path}: {key} = {json.dumps(value)[:200]} is not "
+                                      f"supported: {removed} was removed; only {json.dumps(only)} is read")
     if not isinstance(meta.get("action", "worker"), str) or meta.get("action", "worker") not in ACTIONS:
         raise PolicyArtifactError(f"policy metadata {json_path}: action = {str(meta.get('action'))[:200]!r}, must be "
                                   f"one of {list(ACTIONS)}")
-    k = meta.get("frame_stack", 1)
-    if not (type(k) is int and 1 <= k <= 64):
-        raise PolicyArtifactError(f"policy metadata {json_path}: frame_stack = {str(k)[:200]}, must be an integer "
-                                  "in [1, 64]")
     choices = meta.get("action_choices", meta.get("actions"))
     if not (isinstance(choices, list) and 1 <= len(choices) <= 1024):
         raise PolicyArtifactError(f"policy metadata {json_path}: action_choices = {str(choices)[:200]}, must be a "
@@ -191,11 +195,10 @@ def load_tensors(path: Path, what: str = "policy") -> dict[str, Any]:
     return params
 
 
-def rebuild(algo: str, recipe: dict[str, Any], path: Path, env=None, spaces: tuple | None = None,
-            what: str = "policy") -> PPO:
-    """The learner ``recipe`` describes (:func:`dynamix.rl.algos.build`) with the tensors at ``path``."""
+def rebuild(recipe: dict[str, Any], path: Path, env=None, spaces: tuple | None = None, what: str = "policy") -> PPO:
+    """The learner ``recipe`` describes (:func:`dynamix.rl.learner.build`) with the tensors at ``path``."""
     params = load_tensors(path, what)
-    model = build(algo, recipe, env, spaces)
+    model = build(recipe, env, spaces)
     try:
         model.set_parameters(params, exact_match=True, device="cpu")
     except (RuntimeError, ValueError, KeyError) as exc:
@@ -208,14 +211,14 @@ def rebuild(algo: str, recipe: dict[str, Any], path: Path, env=None, spaces: tup
 def load_policy(path: str | os.PathLike, env=None) -> tuple[PPO, dict[str, Any]]:
     """Validated (model, metadata); ``env`` attaches an environment for further training."""
     zip_path, meta = read_meta(path)
-    dim = frame_stack(meta) * state_spec(meta).obs_dim
+    dim = state_spec(meta).obs_dim
     choices = len(_choices(meta))
     spaces = (gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32), gym.spaces.Discrete(choices))
     if env is not None and (env.observation_space.shape != (dim,) or getattr(env.action_space, "n", -1) != choices):
         raise PolicyArtifactError(
             f"policy {zip_path} observes ({dim},) and has {choices} actions; the environment has "
             f"{env.observation_space.shape} and {env.action_space}")
-    model = rebuild(meta["algo"], meta["learner"], zip_path, env, spaces)
+    model = rebuild(meta["learner"], zip_path, env, spaces)
     training = meta.get("training")
     steps = training.get("timesteps") if isinstance(training, dict) else None
     updates = meta.get("n_updates")  # both as SB3's own load restores them
@@ -229,7 +232,7 @@ def convert(old: str | os.PathLike, new: str | os.PathLike) -> Path:
     converted policy must hold the same tensors and decide as the old one on 256 random observations."""
     old_zip, meta = read_meta(old, formats=(PICKLED,))
     try:
-        model = ALGOS[meta["algo"]].load(old_zip, device="cpu")
+        model = PPO.load(old_zip, device="cpu")
     except Exception as exc:  # SB3 raises many kinds on a bad archive
         raise PolicyArtifactError(f"policy {old_zip} cannot be loaded ({type(exc).__name__}: {exc})") from exc
     new_zip, new_json = artifact_paths(new)
@@ -255,11 +258,6 @@ def state_spec(meta: dict[str, Any]) -> StateSpec:
     return spec
 
 
-def frame_stack(meta: dict[str, Any]) -> int:
-    """The frames a validated artifact observes (1 for one written before ``rl.frame_stack`` existed)."""
-    return int(meta.get("frame_stack", 1))
-
-
 def _choices(meta: dict[str, Any]) -> list:
     """The policy's action choices: the recorded ones, else (an artifact from before ``rl.action``) the worker steps."""
     return list(meta.get("action_choices", meta["actions"]))
@@ -273,9 +271,9 @@ def action_scheme(meta: dict[str, Any], bounds: Bounds) -> ActionScheme:
 
 
 def observer(meta: dict[str, Any], bounds: Bounds, epochs: float = 0.0, base_lr: float = 0.0) -> StateBuilder:
-    """The observation builder a validated artifact reads: its state spec and frame stack; ``epochs``
-    and ``base_lr`` are the run's (what the schedule features divide by)."""
-    return StateBuilder(bounds, state_spec(meta), frame_stack(meta), epochs=epochs, base_lr=base_lr)
+    """The observation builder a validated artifact reads: its state spec; ``epochs`` and ``base_lr``
+    are the run's (what the schedule features divide by)."""
+    return StateBuilder(bounds, state_spec(meta), epochs=epochs, base_lr=base_lr)
 
 
 def check_compatible(meta: dict[str, Any], actions: tuple[int, ...], bounds: Bounds, where: str = "policy") -> None:

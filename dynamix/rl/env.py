@@ -2,8 +2,8 @@
 
 Two views of the same episode, both driven by :class:`DynamixEnv`:
 
-- :class:`DynamixEnv` (gymnasium, passes ``check_env``): observation ``[S, obs_dim]`` (``rl.state``,
-  ``rl.frame_stack``: one row per slot, :mod:`dynamix.rl.state`), action ``MultiDiscrete([choices] * S)``,
+- :class:`DynamixEnv` (gymnasium, passes ``check_env``): observation ``[S, obs_dim]`` (``rl.state``:
+  one row per slot, :mod:`dynamix.rl.state`), action ``MultiDiscrete([choices] * S)``,
   reward = the mean of the workers' rewards (:mod:`dynamix.rl.reward`); the per-worker rewards and
   their parts are in ``info``. The slots (``rl.action``, :mod:`dynamix.rl.actions`): ``worker``, S = N,
   one batch-size step per worker; ``global``, S = 1, one step of the global batch per window, read
@@ -13,10 +13,9 @@ Two views of the same episode, both driven by :class:`DynamixEnv`:
   reward (parameter sharing, paper Sec. III); with ``global`` the one slot gets the workers' mean
   reward. This is what PPO trains on.
 
-``rl.episodes`` picks what runs the episode: the simulator (``sim``) or real workers (``engine``); on
-the simulator, ``sim.backend`` picks the real model math (``math``) or the fitted surrogate
-(``surrogate``, :mod:`dynamix.sim.surrogate`: the simulator's clock with a fitted model of learning;
-same observation, action and reward).
+The episode runs on the simulator; ``sim.backend`` picks the real model math (``math``) or the fitted
+surrogate (``surrogate``, :mod:`dynamix.sim.surrogate`: the simulator's clock with a fitted model of
+learning; same observation, action and reward).
 
 Episode flow, identical to how :func:`dynamix.sim.run.simulate` drives a ``BatchSizePolicy``:
 ``reset`` draws a cluster (domain randomisation, :mod:`dynamix.rl.domain`, unless fixed specs are
@@ -107,10 +106,9 @@ def reference_target(cfg: Config, n_workers: int, n_train: int, data: Cifar10 | 
 
 
 def state_builder(cfg: Config, bounds: Bounds) -> StateBuilder:
-    """The observation builder of an episode under ``cfg`` (``rl.state``, ``rl.frame_stack``), told the
-    run's epoch budget (the learning-rate schedule's horizon) and base lr for the schedule features."""
-    return StateBuilder(bounds, cfg.rl.state, cfg.rl.frame_stack, epochs=cfg.train.horizon_epochs,
-                        base_lr=cfg.optim.lr)
+    """The observation builder of an episode under ``cfg`` (``rl.state``), told the run's epoch budget
+    (the learning-rate schedule's horizon) and base lr for the schedule features."""
+    return StateBuilder(bounds, cfg.rl.state, epochs=cfg.train.horizon_epochs, base_lr=cfg.optim.lr)
 
 
 class DynamixEnv(gym.Env):
@@ -133,8 +131,7 @@ class DynamixEnv(gym.Env):
         if self.specs and any(s.n_workers != self.n_workers for s in self.specs):
             raise ValueError(f"specs have {sorted({s.n_workers for s in self.specs})} workers: one fixed N is needed")
         # the surrogate needs no data (its fitted model counts the training samples) and one cost model
-        on_surrogate = (cfg.rl.episodes, cfg.sim.backend) == ("sim", "surrogate")
-        self.surrogate = progress.for_config(cfg) if on_surrogate else None
+        self.surrogate = progress.for_config(cfg) if cfg.sim.backend == "surrogate" else None
         if self.surrogate is not None:
             self.cost = calibrated_cost(cfg) if cost is None else cost
         self.data = data if data is not None or self.surrogate is not None else load_cifar10(cfg.data)
@@ -145,8 +142,8 @@ class DynamixEnv(gym.Env):
         self.scheme = scheme_of(cfg)  # rl.action: what a decision moves (and rl.residual_span)
         self.n_slots = self.scheme.slots(self.n_workers)
         self.observation_space = gym.spaces.Box(
-            np.tile(self.state.low, (self.n_slots, 1)), np.tile(self.state.high, (self.n_slots, 1)),
-            shape=(self.n_slots, self.state.obs_dim), dtype=np.float32)
+            np.tile(self.state_spec.low, (self.n_slots, 1)), np.tile(self.state_spec.high, (self.n_slots, 1)),
+            shape=(self.n_slots, self.state_spec.obs_dim), dtype=np.float32)
         self.action_space = gym.spaces.MultiDiscrete([len(self.scheme.choices)] * self.n_slots)
         self.n_train = self.surrogate.n_train if self.surrogate is not None else len(self.data.train_y)
         self.time_shaped = cfg.rl.return_shape == "time"
@@ -183,8 +180,8 @@ class DynamixEnv(gym.Env):
         spec = self._next_spec()
         self.n_workers, self.target = spec.n_workers, self._target(spec.n_workers)
         run_seed = int(self.np_random.integers(0, 2**31 - 1))
-        self.close()
-        self.cluster = self._new_cluster(spec, run_seed)
+        self.cluster = virtual_cluster(spec, self.cfg, self.data, run_seed, self.cost, model=self.surrogate,
+                                       seed_spread=True)  # its measured accuracy spread by the run seed
         self.state.reset()
         self.batch_sizes = (self.scheme.initial(self.n_workers)
                             or tuple(self.bounds.clamp(self.cfg.batch.initial) for _ in range(self.n_workers)))
@@ -205,21 +202,6 @@ class DynamixEnv(gym.Env):
                 f"workers) already spends it; need at least two windows per episode")
         info.update(cluster=spec.name, run_seed=run_seed, budget_s=self.budget_s)
         return obs, info
-
-    def _new_cluster(self, spec: ClusterSpec, run_seed: int):
-        """The episode's training run: simulated (``rl.episodes: sim``; the model math or the fitted
-        surrogate, ``sim.backend``, its measured accuracy spread by the run seed) or real (``engine``)."""
-        if self.cfg.rl.episodes == "engine":
-            from dynamix.sim.engine_cluster import EngineCluster  # lazy: grpc and torchrun only when used
-
-            return EngineCluster(spec, self.cfg, run_seed)
-        return virtual_cluster(spec, self.cfg, self.data, run_seed, self.cost, model=self.surrogate, seed_spread=True)
-
-    def close(self) -> None:
-        """Stop the current episode's engine run (a simulated one needs nothing)."""
-        if self.cluster is not None:
-            self.cluster.close()
-        self.cluster = None
 
     @property
     def done(self) -> bool:
@@ -279,7 +261,7 @@ class WorkerVecEnv(VecEnv):
 
     def __init__(self, env: DynamixEnv) -> None:
         self.env = env
-        super().__init__(env.n_slots, gym.spaces.Box(env.state.low, env.state.high, dtype=np.float32),
+        super().__init__(env.n_slots, gym.spaces.Box(env.state_spec.low, env.state_spec.high, dtype=np.float32),
                          gym.spaces.Discrete(len(env.scheme.choices)))
         self._actions: np.ndarray | None = None
         self._reset_episode_sums()
@@ -322,7 +304,7 @@ class WorkerVecEnv(VecEnv):
         return obs, rewards, dones, infos
 
     def close(self) -> None:
-        self.env.close()
+        """Nothing to release: every episode is simulated in this process."""
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
         return [getattr(self.env, attr_name) for _ in self._get_indices(indices)]

@@ -37,16 +37,17 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
+from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm.auto import tqdm
 
 from dynamix import config, io, paths
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
-from dynamix.rl.algos import ALGOS, check_recipe, make_algo, quiet_logger, recipe_of
-from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_compatible, convert_hint, frame_stack,
-                                  load_policy, read_meta, rebuild, save_policy, save_tensors, state_spec)
+from dynamix.rl.artifact import (PolicyArtifactError, artifact_paths, check_compatible, convert_hint, load_policy,
+                                  read_meta, rebuild, save_policy, save_tensors, state_spec)
 from dynamix.rl.env import DynamixEnv, WorkerVecEnv, training_config
+from dynamix.rl.learner import check_recipe, make_learner, quiet_logger, recipe_of
 from dynamix.rl.reward import PART_NAMES
 from dynamix.rl.state import SPECS
 from dynamix.rl.warmstart import agreement, warm_start
@@ -86,11 +87,9 @@ def _stale(ckpt_json: Path, expect: dict[str, Any]) -> str | None:
     return None
 
 
-def _cost_fingerprint(ep_cfg: Config, cost: CostModel | None) -> dict[str, float] | None:
+def _cost_fingerprint(ep_cfg: Config, cost: CostModel | None) -> dict[str, float]:
     """The simulator cost model training episodes run on, and on the surrogate its fitted model's
-    checksum (None on the engine backend: real time)."""
-    if ep_cfg.rl.episodes == "engine":
-        return None
+    checksum."""
     if cost is None:
         from dynamix.sim.cluster import calibrated_cost
 
@@ -190,25 +189,25 @@ def write_checkpoint(model, run_dir: Path, state: dict[str, Any]) -> None:
     io.write_text(run_dir / "checkpoint.json", json.dumps(state) + "\n")
 
 
-def resume(state: dict[str, Any], ckpt_zip: Path, algo: str, venv: WorkerVecEnv):
+def resume(state: dict[str, Any], ckpt_zip: Path, venv: WorkerVecEnv):
     """The learner a checkpoint (:func:`write_checkpoint`) holds, on ``venv``, at its timestep count (the
     episode in flight restarts: its env resets, as SB3's own load makes it)."""
     why = check_recipe(state.get("learner"))
     if why:
         raise PolicyArtifactError(f"checkpoint {ckpt_zip.with_suffix('.json')}: {why}")
-    model = rebuild(algo, state["learner"], ckpt_zip, venv, what="checkpoint")
+    model = rebuild(state["learner"], ckpt_zip, venv, what="checkpoint")
     model.num_timesteps, model._n_updates = int(state["timesteps"]), int(state.get("n_updates", 0))
     return model
 
 
-def convert_checkpoint(old_run: Path, new_run: Path, algo: str) -> bool:
+def convert_checkpoint(old_run: Path, new_run: Path) -> bool:
     """Rewrite the trusted pickled checkpoint in ``old_run`` (if any) as ``new_run``'s, with the run
     folder's other files; False when there is none. Unpickling it runs whatever it holds."""
     ckpt_zip, ckpt_json = old_run / "checkpoint.zip", old_run / "checkpoint.json"
     if not (ckpt_zip.exists() and ckpt_json.exists()) or json.loads(ckpt_json.read_text()).get("format"):
         return False
     state = json.loads(ckpt_json.read_text())
-    model = ALGOS[algo].load(ckpt_zip, device="cpu")
+    model = PPO.load(ckpt_zip, device="cpu")
     if new_run.resolve() != old_run.resolve():
         shutil.copytree(old_run, new_run, dirs_exist_ok=True)
     write_checkpoint(model, new_run, state)
@@ -260,7 +259,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     episode0 = 0
     if ckpt_json.exists() and ckpt_zip.exists():
         state = json.loads(ckpt_json.read_text())
-        model = resume(state, ckpt_zip, cfg.rl.algo, venv)
+        model = resume(state, ckpt_zip, venv)
         env.episode = state["episode"] - 1  # the first reset in learn() starts episode state["episode"]
         venv.seed(derive_seed(seed, "resume", state["timesteps"]) % 2**31)  # fresh, reproducible RNG stream
         episode0 = state["episode"]
@@ -273,10 +272,10 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         if spec.name != cfg.rl.state:
             raise config.ConfigError(f"--init {init} observes state spec {spec.name!r} ({spec.version}); this run has "
                                      f"rl.state = {cfg.rl.state!r}: set rl.state = {spec.name} to fine-tune it")
-        for knob, value in (("frame_stack", frame_stack(init_meta)), ("action", init_meta.get("action", "worker"))):
-            if value != getattr(cfg.rl, knob):
-                raise config.ConfigError(f"--init {init} was trained with rl.{knob} = {value!r}; this run has "
-                                         f"{getattr(cfg.rl, knob)!r}: set rl.{knob} = {value} to fine-tune it")
+        action = init_meta.get("action", "worker")
+        if action != cfg.rl.action:
+            raise config.ConfigError(f"--init {init} was trained with rl.action = {action!r}; this run has "
+                                     f"{cfg.rl.action!r}: set rl.action = {action} to fine-tune it")
         model, meta = load_policy(init, env=venv)
         check_compatible(meta, tuple(cfg.batch.actions), Bounds(cfg.batch.min, cfg.batch.max), where=f"--init {init}")
         venv.seed(seed)
@@ -284,7 +283,7 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
         log.info("fine-tuning %s from %s (trained on %s)", name, init, meta["training"].get("workload"))
     else:
         venv.seed(seed)
-        model = make_algo(cfg.rl, venv, seed)
+        model = make_learner(cfg.rl, venv, seed)
         if cfg.rl.warm_start != "none":
             record = warm_start(model, venv, cfg.rl, seed, progress, keep=ws_data)
             ws_json.write_text(json.dumps(record) + "\n")
@@ -324,13 +323,9 @@ def train_policy(cfg: Config, name: str, timesteps: int | None = None, init: str
     if remaining > 0:
         cb = _Progress(run_dir, total, cfg.rl.checkpoint_every, save_checkpoint, episode0, progress, pending)
         model.set_logger(quiet_logger())  # a loaded model (resume, --init) comes with SB3's default logger
-        try:
-            model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
-        finally:
-            venv.close()  # rl.episodes engine: stop the episode's run and its arbitrator
+        model.learn(remaining, callback=cb, reset_num_timesteps=reset_timesteps, progress_bar=False)
         save_checkpoint(cb.episode)
     elif _saved(zip_path, cfg, init, model.num_timesteps):
-        venv.close()
         log.info("policy %s is already trained (%d timesteps)", zip_path, model.num_timesteps)
         return zip_path  # unchanged bytes: evaluation caches keyed by its sha256 stay valid
     out = save_policy(model, zip_path, cfg, record())

@@ -19,9 +19,6 @@ progress, learning-rate phase, noise-scale trend: what a policy needs to follow 
 ``schedule-state-v1``). A spec keeps a subset of the one row computed here, so a feature means the
 same in every spec.
 
-Memory (``rl.frame_stack`` = k): the observation of a worker is its last k rows, newest first, zeros
-before the first window, so the current window's features keep their columns whatever k is.
-
 Change anything here (a feature, its order, its normalisation) and bump the versions it touches:
 policy artifacts record the version and refuse to load under an unknown one (:mod:`dynamix.rl.artifact`).
 """
@@ -199,35 +196,31 @@ def noise_scale(workers: Sequence[WorkerWindow], glob: GlobalWindow) -> float:
 
 
 class StateBuilder:
-    """Turns (workers, global) windows into per-worker observations, shape [N, frame_stack * spec.obs_dim],
-    float32: the one place training (:mod:`dynamix.rl.env`) and inference (:mod:`dynamix.rl.policy`)
-    build what the network reads.
+    """Turns (workers, global) windows into per-worker observations, shape [N, spec.obs_dim], float32:
+    the one place training (:mod:`dynamix.rl.env`) and inference (:mod:`dynamix.rl.policy`) build what
+    the network reads.
 
     ``spec`` (a :data:`SPECS` key or a :class:`StateSpec`) picks the layout: every feature is computed
-    and the spec's columns kept, so a feature means the same in every spec. ``frame_stack`` = k: each
-    row is the worker's last k rows, newest first, zeros before the first window. ``epochs`` (the
-    run's epoch budget, the learning-rate schedule's horizon) and ``base_lr`` (``optim.lr``) are what
-    the schedule features divide by; a spec that observes them refuses to build without them.
+    and the spec's columns kept, so a feature means the same in every spec. ``epochs`` (the run's epoch
+    budget, the learning-rate schedule's horizon) and ``base_lr`` (``optim.lr``) are what the schedule
+    features divide by; a spec that observes them refuses to build without them.
 
     Stateful across one run: it remembers the first window's references (``T_ref``, ``thr_ref``,
-    ``rate_ref``), each worker's previous accuracy for ``acc_change``, the noise-scale EMAs and the
-    last k - 1 rows. Call :meth:`reset` per run; :meth:`state_dict` is all of it as plain data.
+    ``rate_ref``), each worker's previous accuracy for ``acc_change`` and the noise-scale EMAs. Call
+    :meth:`reset` per run; :meth:`state_dict` is all of it as plain data.
     """
 
-    def __init__(self, bounds: Bounds, spec: str | StateSpec = "dynamix", frame_stack: int = 1,
-                 epochs: float = 0.0, base_lr: float = 0.0) -> None:
+    def __init__(self, bounds: Bounds, spec: str | StateSpec = "dynamix", epochs: float = 0.0,
+                 base_lr: float = 0.0) -> None:
         if isinstance(spec, str):
             if spec not in SPECS:
                 raise ValueError(f"state spec {spec!r} is unknown: must be one of {', '.join(map(repr, SPECS))}")
             spec = SPECS[spec]
-        if int(frame_stack) < 1:
-            raise ValueError(f"frame_stack = {frame_stack} is out of range: must be >= 1")
         if spec.schedule and not (epochs > 0 and base_lr > 0):
             raise ValueError(f"state spec {spec.name!r} observes training progress and the learning-rate phase: "
                              f"it needs the run's epoch budget and base lr (> 0), got epochs = {epochs}, "
                              f"base_lr = {base_lr}")
         self.spec = spec
-        self.frame_stack = int(frame_stack)
         self.epochs, self.base_lr = float(epochs), float(base_lr)
         self._columns = None if spec.features == FEATURES else spec.columns
         self._schedule_on = spec.schedule  # compares every feature: once, not per window
@@ -236,33 +229,18 @@ class StateBuilder:
         self._lb_span = max(math.log2(bounds.max) - self._lb_lo, EPS)
         self.reset()
 
-    @property
-    def obs_dim(self) -> int:
-        """Columns of one observation row: frame_stack x the spec's features."""
-        return self.frame_stack * self.spec.obs_dim
-
-    @property
-    def low(self) -> np.ndarray:
-        return np.tile(self.spec.low, self.frame_stack)
-
-    @property
-    def high(self) -> np.ndarray:
-        return np.tile(self.spec.high, self.frame_stack)
-
     def reset(self) -> None:
         self.t_ref_ms: float | None = None
         self.thr_ref: float | None = None
         self.rate_ref: float | None = None
         self.prev_acc: np.ndarray | None = None
         self.noise_ema: tuple[float, float] | None = None  # (fast, slow) EMAs of log2 B_simple
-        self.frames: np.ndarray | None = None  # [N, frame_stack - 1, obs_dim]: the previous rows, newest first
 
     def state_dict(self) -> dict:
         """Everything :meth:`reset` clears, as plain data (the arbitrator persists it)."""
         return {"t_ref_ms": self.t_ref_ms, "thr_ref": self.thr_ref, "rate_ref": self.rate_ref,
                 "prev_acc": None if self.prev_acc is None else self.prev_acc.tolist(),
-                "noise_ema": None if self.noise_ema is None else list(self.noise_ema),
-                "frames": None if self.frames is None else self.frames.tolist()}
+                "noise_ema": None if self.noise_ema is None else list(self.noise_ema)}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`; keys it lacks (a state written before they existed) reset."""
@@ -272,8 +250,6 @@ class StateBuilder:
             self.prev_acc = np.asarray(state["prev_acc"], dtype=np.float64)
         if state.get("noise_ema") is not None:
             self.noise_ema = tuple(float(x) for x in state["noise_ema"])
-        if state.get("frames") is not None:
-            self.frames = np.asarray(state["frames"], dtype=np.float32)
 
     def _schedule(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> list[float]:
         """g_progress, g_lr_phase, g_noise_trend (:data:`SCHEDULE_FEATURES`); advances the noise EMAs."""
@@ -357,20 +333,7 @@ class StateBuilder:
                                   posinf=0.0, neginf=0.0)
             extra = np.clip(extra, _ALL_LOW[OBS_DIM:], _ALL_HIGH[OBS_DIM:]).astype(np.float32)
             obs = np.concatenate([obs, np.tile(extra, (n, 1))], axis=1)
-        obs = obs if self._columns is None else obs[:, self._columns]
-        return self._stack(obs)
-
-    def _stack(self, obs: np.ndarray) -> np.ndarray:
-        """[o_t | o_t-1 | ... | o_t-k+1] per worker, zeros before the first window (``frame_stack`` = k)."""
-        k = self.frame_stack
-        if k == 1:
-            return obs
-        n, d = obs.shape
-        if self.frames is None or self.frames.shape[0] != n:
-            self.frames = np.zeros((n, k - 1, d), dtype=np.float32)
-        out = np.concatenate([obs[:, None, :], self.frames], axis=1)  # [N, k, d], newest first
-        self.frames = out[:, : k - 1].copy()
-        return out.reshape(n, k * d)
+        return obs if self._columns is None else obs[:, self._columns]
 
 
 def apply_actions(batch_sizes: Sequence[int], actions: Sequence[int], steps: Sequence[int],

@@ -3,8 +3,7 @@
 It sits on the policies (:mod:`dynamix.policies`) and the window state
 (:mod:`dynamix.metrics.schema`); the engine asks it for batch sizes
 (``dynamix launch --arbitrator``), ``dynamix arbitrator serve`` (:mod:`dynamix.commands.arbitrator`)
-serves it, and the engine episode back-end (:mod:`dynamix.sim.engine_cluster`), sim2real and the
-inference experiment run one in process.
+serves it, and sim2real and the inference experiment run one in process.
 
 Modules, in data-flow order (a worker's window report in, its next batch size out):
 

@@ -1,16 +1,14 @@
 """Virtual-time cluster simulator: real model math, the calibrated cost model
-(:mod:`dynamix.cluster.costmodel`) for time; or, on the same clock, a fitted surrogate of learning;
-and, behind the same window interface, the real engine.
+(:mod:`dynamix.cluster.costmodel`) for time; or, on the same clock, a fitted surrogate of learning.
 
-It sits on the cluster spec, the trainer, the data, the models and the policies' interface (and, for
-the engine back-end only, the engine and the arbitrator); ``dynamix simulate``, the evaluation runner
-(every experiment's runs) and the agent's training environment run it.
+It sits on the cluster spec, the trainer, the data, the models and the policies' interface;
+``dynamix simulate``, the evaluation runner (every experiment's runs) and the agent's training
+environment run it.
 
-Three episode back-ends offer one interface (``run_window``, ``done``, ``elapsed_s``, ``iteration``):
-:class:`~dynamix.sim.cluster.VirtualCluster` (real math), :class:`~dynamix.sim.surrogate.SurrogateCluster`
-(fitted learning) and :class:`~dynamix.sim.engine_cluster.EngineCluster` (the real engine).
-``sim.backend`` picks the model math or the surrogate for every simulated run, ``rl.episodes`` the
-simulator or the engine for the agent's episodes.
+Two back-ends offer one window interface (``run_window``, ``done``, ``elapsed_s``, ``iteration``):
+:class:`~dynamix.sim.cluster.VirtualCluster` (real math) and
+:class:`~dynamix.sim.surrogate.SurrogateCluster` (fitted learning); ``sim.backend`` picks one for every
+simulated run, the agent's training episodes included.
 
 Modules, in data-flow order (a calibration, a spec and a policy in, a run's ``runs.csv`` rows out):
 
@@ -29,9 +27,6 @@ Modules, in data-flow order (a calibration, a spec and a policy in, a run's ``ru
 - ``surrogate``       :class:`SurrogateCluster` (``sim.backend: surrogate``): the virtual cluster's
                       interface, the fitted model for learning, the same cost model and dynamics for
                       time, microseconds per window;
-- ``engine_cluster``  :class:`EngineCluster`: the same interface over ``torchrun`` workers, each window
-                      k real engine iterations, decisions through an in-process gRPC arbitrator
-                      (``rl.episodes: engine``; imported only then);
 - ``run``             :func:`simulate`, a whole run under a policy (``dynamix simulate``).
 
 The simulator against the engine is an evaluation: :mod:`dynamix.evaluation.validate_sim`.

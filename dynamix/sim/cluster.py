@@ -100,9 +100,6 @@ class ClusterClock:
             return self.iteration >= self.cfg.train.max_iters
         return self.epochs_done >= self.cfg.train.epochs
 
-    def close(self) -> None:
-        """Nothing to release (the engine backend's run has processes; both are closed alike)."""
-
     def iteration_cost(self, b: np.ndarray, iteration: int, elapsed_s: float, dynamics: ClusterDynamics,
                        cost: CostModel | None = None) -> tuple[IterationCost, np.ndarray, np.ndarray]:
         """Virtual time of iteration ``iteration`` (0-based) starting at ``elapsed_s`` at sizes ``b``:
