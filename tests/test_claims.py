@@ -171,6 +171,22 @@ def test_ours_rows_pool_cells_count_seeds_and_compare_with_the_teacher_rule(cfg)
     assert _verdict(rows["(ours) DYNAMIX vs gns, time to target"]) == "does not hold"
 
 
+def test_under_a_residual_span_the_agent_is_compared_with_the_rule_its_decision_x1_is(cfg):
+    from dynamix.rl.actions import scheme_of
+
+    spanned = config.load(profile="cpu-agent")
+    base = scheme_of(spanned).base_rule
+    assert base == "lbbsp:batch=512,history=1,deadband=0" and scheme_of(cfg).base_rule is None
+    assert base in spanned.experiments.inference.policies and base in spanned.experiments.scalability.policies
+    same = [(7.0, 0.5), (7.1, 0.5), (6.9, 0.5)]
+    cells = {("c0", "sgd"): {"dynamix": same, base: same, "lbbsp": [(10.0, 0.5)] * 3, **_static([10.0] * 3, [0.5] * 3)}}
+    rows = {r["claim"]: r for r in claims.ours_rows(_summary(cells), spanned)}
+    assert _verdict(rows[f"(ours) DYNAMIX vs {base}, time to target"]) == "tie"
+    assert rows[f"(ours) DYNAMIX vs {base}, time to target"]["estimate"] == pytest.approx(1.0)
+    # without a span there is no such rule, and no row for it even where its runs exist
+    assert not any(base in r["claim"] for r in claims.ours_rows(_summary(cells), cfg))
+
+
 def test_run_writes_a_table_whose_verdicts_follow_the_rule(cfg, tmp_path):
     rng = np.random.default_rng(1)
     cells = {}
