@@ -234,6 +234,13 @@ def test_a_policy_trained_with_a_residual_span_starts_and_stays_within_it_wherev
     windows = _simulated_sizes(zip_path, cfg, cost)  # 2 workers: the span [39, 60] within 2 x [8, 64]
     assert windows[0] == (24, 24) and len(windows) >= 3
     assert all(39 <= sum(w) <= 60 for w in windows)
+    # where the workers cannot hold the span, the run is flagged as a rule's unheld batch is
+    agent, bounds = make_policy(f"dynamix:{zip_path}"), Bounds(8, 64)
+    assert agent.unmet_request(2, bounds) is None and agent.unmet_request(7, bounds) is None  # 56 <= 60
+    assert agent.unmet_request(8, bounds) == (
+        "dynamix:span keeps its global batch within its residual span [39, 60], which 8 workers cannot hold "
+        "within batch.min, batch.max = [8, 64] (global [64, 512]): it runs at 64")
+    assert agent.unmet_request(2, Bounds(8, 16)).endswith("(global [16, 32]): it runs at 32")  # the ceiling
     # a residual entry that is not a start and a span is refused, not half-loaded
     for bad in ({"anchor": 48}, {"anchor": 48, "span": 0.5}, {"anchor": "48", "span": 1.25}, [48, 1.25]):
         json_path.write_text(json.dumps({**meta, "residual": bad}))

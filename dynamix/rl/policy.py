@@ -4,8 +4,8 @@ PATH is a policy artifact (``results/policies/NAME.zip``, its ``.json``, or a ba
 by :func:`dynamix.rl.artifact.load_policy` on construction and against the run's action set and
 bounds where it is made for a run (:meth:`DynamixPolicy.check_bounds`) and on
 :meth:`DynamixPolicy.reset`. Each window, the shared policy network reads every worker's
-``[local | global]`` observation (:mod:`dynamix.rl.state`, the same builder, state spec and frame
-stack the training environment used, as the artifact records them) and picks that worker's
+``[local | global]`` observation (:mod:`dynamix.rl.state`, the same builder and state spec the
+training environment used, as the artifact records them) and picks that worker's
 batch-size step by argmax (``deterministic=True``), or, for a policy trained with ``rl.action:
 global``, one step of the global batch from the workers' mean row, split by speed
 (:mod:`dynamix.rl.actions`); the same windows always give the same decisions. The run's epoch budget
@@ -25,7 +25,7 @@ import numpy as np
 
 from dynamix.config import ConfigError
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.base import BatchSizePolicy, Decision, PolicyContext
+from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext
 from dynamix.rl.artifact import action_scheme, check_compatible, load_policy, observer
 
 
@@ -42,6 +42,19 @@ class DynamixPolicy(BatchSizePolicy):
         the check :meth:`reset` makes, here where the policy is made (``dynamix launch``, ``simulate``,
         ``evaluate``, the arbitrator), before any worker starts."""
         check_compatible(self.meta, tuple(bounds.actions), bounds, where=self.name)
+
+    def unmet_request(self, n_workers: int, bounds: Bounds) -> str | None:
+        """Under a residual span [m / s, m s] that ``n_workers`` cannot hold within the bounds (e.g. 512
+        x 1.5 = 768 samples on 32 workers at batch.min 32): every decision is held at the nearest global
+        batch they can, so the agent runs at the floor (or the ceiling), not as trained. The run says so
+        as a rule's unheld batch does (``clamped``)."""
+        limits = action_scheme(self.meta, bounds).limits
+        lo, hi = bounds.global_range(n_workers)
+        if limits is None or (limits[1] >= lo and limits[0] <= hi):
+            return None
+        return (f"{self.name} keeps its global batch within its residual span [{limits[0]}, {limits[1]}], which "
+                f"{n_workers} workers cannot hold within batch.min, batch.max = [{bounds.min}, {bounds.max}] "
+                f"(global [{lo}, {hi}]): it runs at {lo if limits[1] < lo else hi}")
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
