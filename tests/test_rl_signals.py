@@ -238,7 +238,7 @@ def test_a_policy_trained_with_a_residual_span_starts_and_stays_within_it_wherev
     agent, bounds = make_policy(f"dynamix:{zip_path}"), Bounds(8, 64)
     assert agent.unmet_request(2, bounds) is None and agent.unmet_request(7, bounds) is None  # 56 <= 60
     assert agent.unmet_request(8, bounds) == (
-        "dynamix:span keeps its global batch within its residual span [39, 60], which 8 workers cannot hold "
+        "dynamix:span asks for a global batch within [39, 60], which 8 workers cannot hold "
         "within batch.min, batch.max = [8, 64] (global [64, 512]): it runs at 64")
     assert agent.unmet_request(2, Bounds(8, 16)).endswith("(global [16, 32]): it runs at 32")  # the ceiling
     # a residual entry that is not a start and a span is refused, not half-loaded

@@ -263,9 +263,8 @@ def ours_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
     ActionScheme.base_rule`, under a residual span), the tuned LB-BSPs (per worker, global) and GNS, pooled
     over every cell (the per-seed mean of the cells' log ratios, :func:`dynamix.evaluation.stats.pooled_interval`)."""
     rows = []
-    base = scheme_of(cfg).base_rule
-    for ref in dict.fromkeys(("lbbsp", teacher_spec(cfg), *([base] if base else []), TUNED_LBBSP,
-                              TUNED_GLOBAL_LBBSP, "gns")):
+    refs = ("lbbsp", teacher_spec(cfg), scheme_of(cfg).base_rule, TUNED_LBBSP, TUNED_GLOBAL_LBBSP, "gns")
+    for ref in dict.fromkeys(filter(None, refs)):
         cells = ratio_cells(inference, ["cluster", "optimizer"], "dynamix", ref)
         if not cells:
             continue

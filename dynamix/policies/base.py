@@ -41,16 +41,18 @@ class Bounds:
         return n_workers * self.min, n_workers * self.max
 
 
-def unheld_global_batch(name: str, batch: int, n_workers: int, bounds: Bounds) -> str | None:
-    """The warning for a policy whose spec asks for a global batch ``batch`` that ``n_workers``
-    workers cannot hold within the bounds (it runs at the nearest one they can); None when they can
-    (or ``batch`` is 0: the run's own initial batch)."""
+def unheld_global_batch(name: str, batch: int, n_workers: int, bounds: Bounds, upto: int = 0) -> str | None:
+    """The warning for a policy whose spec asks for a global batch ``batch`` (or, with ``upto``, any in
+    [batch, upto]: a trained agent's residual span) that ``n_workers`` workers cannot hold within the
+    bounds (it runs at the nearest one they can); None when they can (or ``batch`` is 0: the run's own
+    initial batch)."""
     lo, hi = bounds.global_range(n_workers)
-    if batch == 0 or lo <= batch <= hi:
+    top = max(upto, batch)
+    if batch == 0 or (top >= lo and batch <= hi):
         return None
-    held = min(max(batch, lo), hi)
-    return (f"{name} asks for a global batch of {batch}, which {n_workers} workers cannot hold within "
-            f"batch.min, batch.max = [{bounds.min}, {bounds.max}] (global [{lo}, {hi}]): it runs at {held}")
+    asked = f"a global batch of {batch}" if top == batch else f"a global batch within [{batch}, {top}]"
+    return (f"{name} asks for {asked}, which {n_workers} workers cannot hold within batch.min, batch.max = "
+            f"[{bounds.min}, {bounds.max}] (global [{lo}, {hi}]): it runs at {lo if top < lo else hi}")
 
 
 @dataclass(frozen=True)

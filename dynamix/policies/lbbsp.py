@@ -70,9 +70,7 @@ class SpeedSplitter:
         global_batch = min(max(global_batch, n * lo), n * hi)
         a, c = self.model.params()
         proposal = allocate(global_batch, a, c, lo, hi)
-        if sum(current) != global_batch:
-            return proposal
-        if not self.deadband:
+        if not self.deadband or sum(current) != global_batch:
             return proposal
         t_cur, t_new = self.model.iter_ms(current), self.model.iter_ms(proposal)
         if t_cur > (1.0 + self.deadband) * t_new:

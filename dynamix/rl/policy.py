@@ -25,7 +25,7 @@ import numpy as np
 
 from dynamix.config import ConfigError
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
-from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext
+from dynamix.policies.base import BatchSizePolicy, Bounds, Decision, PolicyContext, unheld_global_batch
 from dynamix.rl.artifact import action_scheme, check_compatible, load_policy, observer
 
 
@@ -49,12 +49,7 @@ class DynamixPolicy(BatchSizePolicy):
         batch they can, so the agent runs at the floor (or the ceiling), not as trained. The run says so
         as a rule's unheld batch does (``clamped``)."""
         limits = action_scheme(self.meta, bounds).limits
-        lo, hi = bounds.global_range(n_workers)
-        if limits is None or (limits[1] >= lo and limits[0] <= hi):
-            return None
-        return (f"{self.name} keeps its global batch within its residual span [{limits[0]}, {limits[1]}], which "
-                f"{n_workers} workers cannot hold within batch.min, batch.max = [{bounds.min}, {bounds.max}] "
-                f"(global [{lo}, {hi}]): it runs at {lo if limits[1] < lo else hi}")
+        return unheld_global_batch(self.name, limits[0], n_workers, bounds, upto=limits[1]) if limits else None
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
