@@ -919,6 +919,12 @@ class RLConfig:
                                        "so doing nothing is a plain rule, m split by the last window's "
                                        "speeds (ActionScheme.base_rule: lbbsp:batch=m,history=1,deadband=0); "
                                        "0 = none (the run's initial batch, the whole range)")
+    residual_per_worker: int = setting(0, rng(0, 1024),
+                                       doc="under a residual span, the samples per worker its start never "
+                                           "falls below: m(N) = max(warm_start_batch, N x this), so a larger "
+                                           "cluster does not sit every worker at batch.min (512 on 16 "
+                                           "workers is 32 each, where every policy holding it missed the "
+                                           "target, docs/rl.md); 0 = m whatever N")
     snapshots: tuple[float, ...] = setting((), rng(0.0, 0.999),
                                            doc="fractions of the training's timesteps at which the policy is "
                                                "also saved, as <name>-at<percent>.zip (0: right after the warm "
@@ -948,6 +954,9 @@ class RLConfig:
             raise ConfigError(f"rl.residual_span = {self.residual_span} must be 0 (none) or at least 1, with "
                               f"rl.action = 'global' (now {self.action!r}) and rl.warm_start_batch > 0 (now "
                               f"{self.warm_start_batch}), the global batch it starts at")
+        if self.residual_per_worker and not self.residual_span:
+            raise ConfigError(f"rl.residual_per_worker = {self.residual_per_worker} needs a residual span "
+                              "(rl.residual_span >= 1), whose start it floors; set it to 0 without one")
         if len(set(self.snapshot_names(""))) != len(self.snapshots):
             raise ConfigError(f"rl.snapshots = {list(self.snapshots)}: two fractions name the same percent "
                               "(the snapshot's file name); list each percent once")
@@ -980,7 +989,7 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed
                                                    "table_cluster": ""},
                                            "rl": {"action": "worker", "learning": "fitted",
                                                   "warm_start_smoothing": 0.0, "workers_range": (),
-                                                  "residual_span": 0.0, "snapshots": ()},
+                                                  "residual_span": 0.0, "snapshots": (), "residual_per_worker": 0},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),

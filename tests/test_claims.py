@@ -176,7 +176,7 @@ def test_under_a_residual_span_the_agent_is_compared_with_the_rule_its_decision_
 
     spanned = config.load(profile="cpu-agent")
     base = scheme_of(spanned).base_rule
-    assert base == "lbbsp:batch=512,history=1,deadband=0" and scheme_of(cfg).base_rule is None
+    assert base == "lbbsp:batch=512,per_worker=64,history=1,deadband=0" and scheme_of(cfg).base_rule is None
     assert base in spanned.experiments.inference.policies and base in spanned.experiments.scalability.policies
     same = [(7.0, 0.5), (7.1, 0.5), (6.9, 0.5)]
     cells = {("c0", "sgd"): {"dynamix": same, base: same, "lbbsp": [(10.0, 0.5)] * 3, **_static([10.0] * 3, [0.5] * 3)}}

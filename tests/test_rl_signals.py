@@ -115,7 +115,7 @@ def test_global_action_scales_the_global_batch_and_splits_it_by_speed():
 
 def test_a_residual_span_starts_at_the_teachers_batch_and_keeps_every_decision_around_it():
     scheme = ActionScheme.of("global", (0,), BOUNDS, anchor=512, span=1.5)
-    assert scheme.limits == (342, 768) and scheme.initial(4) == (128,) * 4 and scheme.initial(3) == (171, 171, 170)
+    assert scheme.limits(4) == scheme.limits(32) == (342, 768) and scheme.initial(4) == (128,) * 4 and scheme.initial(3) == (171, 171, 170)
     assert scheme.initial(1) == (512,) and ActionScheme.of("global", (0,), BOUNDS).initial(4) is None
     workers = [worker(i, 128, compute=c) for i, c in enumerate((10.0, 20.0, 40.0, 80.0))]  # B = 512, speeds 8:4:2:1
     # doing nothing is LB-BSP's split of the teacher's batch; x2 and x0.5 stop at the span's edges
@@ -152,6 +152,43 @@ def test_doing_nothing_in_the_residual_span_is_a_plain_rule_lbbsp_on_the_last_wi
         sizes = scheme.apply(workers, [scheme.stay])
     assert held == ruled
     assert len(set(held)) > 10 and min(map(min, held)) == 32 and {sum(s) for s in held} == {512}
+
+
+def test_a_floor_per_worker_grows_the_residual_start_with_the_cluster_and_the_base_rule_with_it():
+    """m(N) = max(m, N p): on up to m / p workers the span is m's; beyond, every worker keeps p samples at the
+    start and the span scales with N, instead of all of them sitting at batch.min (512 on 16 workers)."""
+    fixed = ActionScheme.of("global", (0,), BOUNDS, anchor=512, span=1.5)
+    scheme = ActionScheme.of("global", (0,), BOUNDS, anchor=512, span=1.5, per_worker=64)
+    for n in (2, 4, 8):
+        assert scheme.limits(n) == fixed.limits(n) and scheme.initial(n) == fixed.initial(n)
+    assert scheme.start(16) == 1024 and scheme.limits(16) == (683, 1536) and scheme.initial(16) == (64,) * 16
+    assert scheme.start(32) == 2048 and scheme.limits(32) == (1366, 3072)
+    assert fixed.initial(16) == (32,) * 16  # the fixed start: every worker at the floor
+    # the agent's decision x1 on 16 workers is the rule its base_rule spec names, window for window
+    assert scheme.base_rule == "lbbsp:batch=512,per_worker=64,history=1,deadband=0"
+    rule = make_policy(scheme.base_rule)
+    ctx = PolicyContext(n_workers=16, initial_batch_sizes=(64,) * 16, bounds=BOUNDS)
+    assert rule.unmet_request(16, BOUNDS) is None and make_policy("lbbsp:batch=512").unmet_request(24, BOUNDS)
+    a, c = tuple(0.5 * (i % 3) for i in range(16)), tuple(0.05 * (1 + i % 5) for i in range(16))
+    sim_rule, sim_agent = (SyntheticCluster(a, c, comm_ms=3.0, jitter=0.2, seed=3) for _ in range(2))
+    ruled = [sizes for sizes, _, _ in drive(rule, sim_rule, ctx, 20)]
+    sizes, held = scheme.initial(16), []
+    for _ in range(20):
+        held.append(sizes)
+        workers, _ = sim_agent.run_window(sizes)
+        sizes = scheme.apply(workers, [scheme.stay])
+    assert held == ruled and {sum(s) for s in held} == {1024} and len(set(held)) > 5
+    # x2 stops at the span's top on 16 workers, 1536 samples (the fixed span's 768 is the floor there)
+    assert sum(scheme.apply(workers, [GLOBAL_FACTORS.index(2.0)])) == 1536
+    assert sum(fixed.apply(workers, [GLOBAL_FACTORS.index(2.0)])) == 768
+    # the warm start's teacher aims at m(N): stay at 1024 on 16 workers, grow from 512
+    for at, want in ((64, 1.0), (32, 2.0)):
+        ws = [worker(i, at) for i in range(16)]
+        row = scheme.view(StateBuilder(BOUNDS, "dynamix").observe(ws, window(ws)))
+        pick = teacher_global_actions(row, GLOBAL_FACTORS, BOUNDS, global_batch=512, per_worker=64)
+        assert GLOBAL_FACTORS[int(pick[0])] == want
+    with pytest.raises(ConfigError, match="rl.residual_per_worker = 64 needs a residual span"):
+        config.load(overrides={"rl": {"residual_per_worker": 64}})
 
 
 def test_global_teacher_moves_the_global_batch_towards_its_target():
@@ -242,10 +279,16 @@ def test_a_policy_trained_with_a_residual_span_starts_and_stays_within_it_wherev
         "within batch.min, batch.max = [8, 64] (global [64, 512]): it runs at 64")
     assert agent.unmet_request(2, Bounds(8, 16)).endswith("(global [16, 32]): it runs at 32")  # the ceiling
     # a residual entry that is not a start and a span is refused, not half-loaded
-    for bad in ({"anchor": 48}, {"anchor": 48, "span": 0.5}, {"anchor": "48", "span": 1.25}, [48, 1.25]):
+    for bad in ({"anchor": 48}, {"anchor": 48, "span": 0.5}, {"anchor": "48", "span": 1.25}, [48, 1.25],
+                {"anchor": 48, "span": 1.25, "per_worker": -1}, {"anchor": 48, "span": 1.25, "per_worker": 2.5},
+                {"anchor": 48, "span": 1.25, "floor": 8}):
         json_path.write_text(json.dumps({**meta, "residual": bad}))
         with pytest.raises(PolicyArtifactError, match="residual = .*must be"):
             load_policy(zip_path)
+    # a floor per worker in the artifact moves the span with the worker count: 8 x 16 = 128 on 8 workers
+    json_path.write_text(json.dumps({**meta, "residual": {"anchor": 48, "span": 1.25, "per_worker": 16}}))
+    floored = make_policy(f"dynamix:{zip_path}")
+    assert floored.unmet_request(8, bounds) is None and floored.unmet_request(2, Bounds(8, 16)) is not None
 
 
 def test_round_trip_on_the_surrogate(tmp_path):

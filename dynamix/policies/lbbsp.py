@@ -15,8 +15,9 @@ every window's split is adopted, ties included (a worker held at the floor sets 
 With ``history=1`` besides, the rule is the agent's residual base, its decision x1
 (:func:`dynamix.rl.actions.split_global`): ``lbbsp:batch=512,history=1,deadband=0``.
 
-Spec: ``lbbsp`` or ``lbbsp:deadband=0.05,history=8,decay=0.7,batch=0`` (``batch`` > 0 fixes B,
-otherwise B is the run's initial global batch). A B that the workers cannot hold within the bounds
+Spec: ``lbbsp`` or ``lbbsp:deadband=0.05,history=8,decay=0.7,batch=0,per_worker=0`` (``batch`` > 0
+fixes B, otherwise B is the run's initial global batch; ``per_worker`` p > 0 floors it at N p on N
+workers, the agent's residual start m(N) = max(m, N p), :mod:`dynamix.rl.actions`). A B that the workers cannot hold within the bounds
 (e.g. 512 on 32 workers with batch.min = 32) runs at the nearest one they can, and says so
 (:meth:`~dynamix.policies.base.BatchSizePolicy.unmet_request`: a logged warning and the run's
 ``clamped`` flag in the evaluation summaries).
@@ -51,6 +52,7 @@ class LbbspOptions:
     history: int = setting(8, rng(1, 10000))  # windows kept per worker for the time fit
     decay: float = setting(0.7, rng(0.0, 1.0))  # weight of a window one step older in the fit
     batch: int = setting(0, rng(0, None))  # global batch B; 0: sum of the initial batch sizes
+    per_worker: int = setting(0, rng(0, None))  # B at least N x this on N workers; 0: no floor
 
 
 class SpeedSplitter:
@@ -89,16 +91,20 @@ class LbbspPolicy(BatchSizePolicy):
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         o = self.options
-        self.global_batch = o.batch or sum(ctx.initial_batch_sizes)
+        self.global_batch = self.batch_for(ctx)
         self.splitter = SpeedSplitter(ctx.n_workers, ctx.bounds, o.history, o.decay, o.deadband)
 
+    def batch_for(self, ctx: PolicyContext) -> int:
+        """B on this run: ``batch`` (or the initial global batch), at least N x ``per_worker``."""
+        return max(self.options.batch or sum(ctx.initial_batch_sizes), ctx.n_workers * self.options.per_worker)
+
     def unmet_request(self, n_workers: int, bounds: Bounds) -> str | None:
-        return unheld_global_batch(self.name, self.options.batch, n_workers, bounds)
+        batch = self.options.batch and max(self.options.batch, n_workers * self.options.per_worker)
+        return unheld_global_batch(self.name, batch, n_workers, bounds)
 
     def initial(self, ctx: PolicyContext) -> Decision:
         """Equal split of B before any measurement (nothing is known about speeds yet)."""
-        total = self.options.batch or sum(ctx.initial_batch_sizes)
-        return Decision(equal_split(total, ctx.n_workers, ctx.bounds.min, ctx.bounds.max))
+        return Decision(equal_split(self.batch_for(ctx), ctx.n_workers, ctx.bounds.min, ctx.bounds.max))
 
     def decide(self, workers: Sequence[WorkerWindow], glob: GlobalWindow) -> Decision:
         self.splitter.observe(workers)

@@ -24,7 +24,10 @@ transitions per window whose actions changed nothing).
 
 ``rl.residual_span`` s > 0 (residual control around the teacher's rule): the global batch starts at the
 teacher's m = ``rl.warm_start_batch`` (split equally in the first window, as ``lbbsp:batch=m`` starts)
-and every decision is clamped to [m / s, m s]. Doing nothing is then a plain rule,
+and every decision is clamped to [m / s, m s]. With ``rl.residual_per_worker`` p > 0 the start is
+m(N) = max(m, N p) on N workers: a fixed m would sit every worker of a large cluster at ``batch.min``
+(512 on 16 workers is 32 each, where every policy that held it missed the target on every seed), and
+the span could not grow with the cluster. Doing nothing is then a plain rule,
 :attr:`ActionScheme.base_rule`: m split by the last window's speeds, every window. It is the teacher
 ``lbbsp:batch=m`` (the strongest heuristic on the validation clusters) without its fitted intercept,
 history and dead band, and the held-out comparison runs it beside the agent, so that what the agent
@@ -76,13 +79,15 @@ def split_global(batch_sizes: Sequence[int], factor: float, compute_ms: Sequence
 class ActionScheme:
     """``rl.action``'s decision: ``kind`` (:data:`ACTIONS`) and its ``choices`` (``worker``: the
     additive steps ``batch.actions``; ``global``: :data:`GLOBAL_FACTORS`); ``anchor`` and ``span``: the
-    residual span's start m and bound s (module docstring; 0: none)."""
+    residual span's start m and bound s (module docstring; 0: none); ``per_worker``: p, the start's floor
+    per worker (m(N) = max(m, N p); 0: m whatever N)."""
 
     kind: str
     choices: tuple[float, ...]
     bounds: Bounds
     anchor: int = 0
     span: float = 0.0
+    per_worker: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in ACTIONS:
@@ -90,32 +95,43 @@ class ActionScheme:
         if self.anchor and (self.kind != "global" or self.span < 1.0):
             raise ValueError(f"a residual span (anchor {self.anchor}, span {self.span}) needs rl.action = 'global' "
                              "and a span of at least 1")
+        if self.per_worker and not self.anchor:
+            raise ValueError(f"a residual start's floor per worker ({self.per_worker}) needs a residual span")
 
     @classmethod
     def of(cls, kind: str, worker_steps: Sequence[int], bounds: Bounds, anchor: int = 0,
-           span: float = 0.0) -> "ActionScheme":
-        return cls(kind, tuple(worker_steps) if kind == "worker" else GLOBAL_FACTORS, bounds, anchor, span)
+           span: float = 0.0, per_worker: int = 0) -> "ActionScheme":
+        return cls(kind, tuple(worker_steps) if kind == "worker" else GLOBAL_FACTORS, bounds, anchor, span,
+                   per_worker)
 
     @property
     def base_rule(self) -> str | None:
         """The policy spec of the rule that x1 is under a residual span (module docstring): LB-BSP on the
         last window alone (``history=1``: a_i = 0, c_i = compute_i / b_i) with no dead band; None without
-        a span."""
-        return f"lbbsp:batch={self.anchor},history=1,deadband=0" if self.anchor else None
-
-    @property
-    def limits(self) -> tuple[int, int] | None:
-        """[m / s, m s], the global batches the residual span allows (before the bounds); None without one."""
+        a span. With a floor per worker p, LB-BSP's B is max(m, N p) (its ``per_worker``)."""
         if not self.anchor:
             return None
-        return math.ceil(self.anchor / self.span - 1e-9), math.floor(self.anchor * self.span + 1e-9)
+        floor = f",per_worker={self.per_worker}" if self.per_worker else ""
+        return f"lbbsp:batch={self.anchor}{floor},history=1,deadband=0"
+
+    def start(self, n_workers: int) -> int:
+        """m(N) = max(m, N p), the residual span's start on ``n_workers`` (0 without a span)."""
+        return max(self.anchor, n_workers * self.per_worker) if self.anchor else 0
+
+    def limits(self, n_workers: int) -> tuple[int, int] | None:
+        """[m(N) / s, m(N) s], the global batches the residual span allows on ``n_workers`` (before the
+        bounds); None without one."""
+        m = self.start(n_workers)
+        if not m:
+            return None
+        return math.ceil(m / self.span - 1e-9), math.floor(m * self.span + 1e-9)
 
     def initial(self, n_workers: int) -> tuple[int, ...] | None:
-        """The first window's sizes under a residual span: m split equally (nothing is known of the
+        """The first window's sizes under a residual span: m(N) split equally (nothing is known of the
         speeds yet), held by the bounds; None without a span (the run's own initial batch)."""
         if not self.anchor:
             return None
-        return equal_split(self.anchor, n_workers, self.bounds.min, self.bounds.max)
+        return equal_split(self.start(n_workers), n_workers, self.bounds.min, self.bounds.max)
 
     @property
     def stay(self) -> int:
@@ -143,7 +159,8 @@ class ActionScheme:
         a = int(actions[0])
         if not 0 <= a < len(self.choices):
             raise ValueError(f"action {a} is out of range: must be in [0, {len(self.choices) - 1}]")
-        return split_global(sizes, self.choices[a], [w.compute_ms for w in workers], self.bounds, self.limits)
+        return split_global(sizes, self.choices[a], [w.compute_ms for w in workers], self.bounds,
+                            self.limits(len(sizes)))
 
 
 def scheme_of(cfg: Config) -> ActionScheme:
@@ -151,4 +168,4 @@ def scheme_of(cfg: Config) -> ActionScheme:
     the policy artifact build it."""
     span = cfg.rl.residual_span
     return ActionScheme.of(cfg.rl.action, cfg.batch.actions, Bounds(cfg.batch.min, cfg.batch.max),
-                           cfg.rl.warm_start_batch if span else 0, span)
+                           cfg.rl.warm_start_batch if span else 0, span, cfg.rl.residual_per_worker)

@@ -94,7 +94,9 @@ def save_policy(model: PPO, path: str | os.PathLike, cfg: Config, training: dict
         "frame_stack": FIXED["frame_stack"][0],
         "action": scheme.kind,
         "action_choices": list(scheme.choices),
-        **({"residual": {"anchor": scheme.anchor, "span": scheme.span}} if scheme.anchor else {}),
+        **({"residual": {"anchor": scheme.anchor, "span": scheme.span,
+                         **({"per_worker": scheme.per_worker} if scheme.per_worker else {})}}
+           if scheme.anchor else {}),
         "actions": list(cfg.batch.actions),
         "bounds": {"min": cfg.batch.min, "max": cfg.batch.max},
         "window": cfg.batch.window,
@@ -166,10 +168,12 @@ def read_meta(path: str | os.PathLike, formats: tuple[str, ...] = (FORMAT,)) -> 
     r = meta.get("residual")
     if r is not None and not (isinstance(r, dict) and meta.get("action") == "global"
                               and type(r.get("anchor")) is int and 1 <= r["anchor"] <= 1 << 20
-                              and type(r.get("span")) in (int, float) and 1.0 <= r["span"] <= 64.0):
+                              and type(r.get("span")) in (int, float) and 1.0 <= r["span"] <= 64.0
+                              and type(r.get("per_worker", 0)) is int and 0 <= r.get("per_worker", 0) <= 1024
+                              and set(r) <= {"anchor", "span", "per_worker"}):
         raise PolicyArtifactError(f"policy metadata {json_path}: residual = {str(r)[:200]}, must be "
-                                  "{anchor: an integer in [1, 1048576], span: a number in [1, 64]} on a policy "
-                                  "with action 'global'")
+                                  "{anchor: an integer in [1, 1048576], span: a number in [1, 64], per_worker "
+                                  "(optional): an integer in [0, 1024]} on a policy with action 'global'")
     why = check_recipe(meta.get("learner")) if meta["format"] == FORMAT else None
     if why:
         raise PolicyArtifactError(f"policy metadata {json_path}: {why}")
@@ -267,7 +271,7 @@ def action_scheme(meta: dict[str, Any], bounds: Bounds) -> ActionScheme:
     """What a validated artifact's decisions move, with the choices (and residual span) it was trained on."""
     r = meta.get("residual") or {}
     return ActionScheme(meta.get("action", "worker"), tuple(_choices(meta)), bounds, int(r.get("anchor", 0)),
-                        float(r.get("span", 0.0)))
+                        float(r.get("span", 0.0)), int(r.get("per_worker", 0)))
 
 
 def observer(meta: dict[str, Any], bounds: Bounds, epochs: float = 0.0, base_lr: float = 0.0) -> StateBuilder:

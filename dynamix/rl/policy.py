@@ -44,11 +44,11 @@ class DynamixPolicy(BatchSizePolicy):
         check_compatible(self.meta, tuple(bounds.actions), bounds, where=self.name)
 
     def unmet_request(self, n_workers: int, bounds: Bounds) -> str | None:
-        """Under a residual span [m / s, m s] that ``n_workers`` cannot hold within the bounds (e.g. 512
+        """Under a residual span [m(N) / s, m(N) s] that ``n_workers`` cannot hold within the bounds (e.g. 512
         x 1.5 = 768 samples on 32 workers at batch.min 32): every decision is held at the nearest global
         batch they can, so the agent runs at the floor (or the ceiling), not as trained. The run says so
         as a rule's unheld batch does (``clamped``)."""
-        limits = action_scheme(self.meta, bounds).limits
+        limits = action_scheme(self.meta, bounds).limits(n_workers)
         return unheld_global_batch(self.name, limits[0], n_workers, bounds, upto=limits[1]) if limits else None
 
     def reset(self, ctx: PolicyContext) -> None:
@@ -61,7 +61,7 @@ class DynamixPolicy(BatchSizePolicy):
         self.scheme = action_scheme(self.meta, ctx.bounds)
 
     def initial(self, ctx: PolicyContext) -> Decision:
-        """The run's initial batch, or the residual span's start (m split equally) for a policy trained with one."""
+        """The run's initial batch, or the residual span's start (m(N) split equally) for a policy trained with one."""
         first = self.scheme.initial(ctx.n_workers)
         return Decision(first) if first else super().initial(ctx)
 

@@ -87,17 +87,18 @@ def teacher_actions(obs: np.ndarray, steps: tuple[int, ...], bounds: Bounds,
 
 
 def teacher_global_actions(obs: np.ndarray, factors: tuple[float, ...], bounds: Bounds,
-                           global_batch: int = 0) -> np.ndarray:
+                           global_batch: int = 0, per_worker: int = 0) -> np.ndarray:
     """The teacher of ``rl.action: global``: argmin_f |log2(clamp(f B) / m)|, ties to the smallest |log f|.
 
     ``obs`` is ``[1, D]``, the workers' mean row (:meth:`dynamix.rl.actions.ActionScheme.view`); N and
     B are decoded from ``g_workers`` (log2(N) / 5) and ``g_batch_log`` with the state's normalisation;
-    m = ``global_batch`` (0: B)."""
+    m = ``global_batch`` (0: B), at least N ``per_worker`` (the residual start m(N),
+    ``rl.residual_per_worker``)."""
     row = obs.reshape(-1, obs.shape[-1])[0].astype(np.float64)
     lo, hi = math.log2(bounds.min), math.log2(bounds.max)
     n = max(1, round(2.0 ** (5.0 * row[_GN])))
     big = n * 2.0 ** (lo + row[_GB] * (hi - lo))
-    target = global_batch or big
+    target = max(global_batch, n * per_worker) if global_batch else big
     g_lo, g_hi = bounds.global_range(n)
     f = np.asarray(factors, dtype=np.float64)
     cand = np.clip(np.round(f * big), g_lo, g_hi)
@@ -106,12 +107,13 @@ def teacher_global_actions(obs: np.ndarray, factors: tuple[float, ...], bounds: 
 
 
 def collect(venv: WorkerVecEnv, transitions: int, gamma: float, global_batch: int = 0,
-            progress: bool = True) -> dict[str, np.ndarray]:
+            progress: bool = True, per_worker: int = 0) -> dict[str, np.ndarray]:
     """Roll the teacher for whole episodes until at least ``transitions`` per-worker transitions.
 
     Returns flat arrays over (window, worker): ``obs``, ``actions`` (the teacher's), ``returns`` (G_t,
     discounted to the end of the episode), and ``episodes`` (how many were rolled); ``episode_returns``:
     each episode's return as ``progress.csv`` records PPO's (mean over workers of the undiscounted sum).
+    ``per_worker``: the global teacher's floor per worker on ``global_batch`` (:func:`teacher_global_actions`).
     """
     env = venv.env
     obs_l, act_l, rew_l, done_l, ep_returns = [], [], [], [], []
@@ -120,7 +122,7 @@ def collect(venv: WorkerVecEnv, transitions: int, gamma: float, global_batch: in
     episodes = n = 0
     while True:
         if env.scheme.kind == "global":
-            act = teacher_global_actions(obs, env.scheme.choices, env.bounds, global_batch)
+            act = teacher_global_actions(obs, env.scheme.choices, env.bounds, global_batch, per_worker)
         else:
             act = teacher_actions(obs, env.steps, env.bounds, global_batch)
         nxt, rew, dones, infos = venv.step(act)
@@ -207,13 +209,14 @@ def warm_start(model: PPO, venv: WorkerVecEnv, rl: RLConfig, seed: int,
     the teacher's states and actions (``.npz``), for :func:`agreement` after PPO."""
     if rl.warm_start != "lbbsp":
         raise ValueError(f"rl.warm_start = {rl.warm_start!r}: only 'lbbsp' warm-starts")
-    data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_batch, progress)
+    data = collect(venv, rl.warm_start_timesteps, rl.gamma, rl.warm_start_batch, progress, rl.residual_per_worker)
     stay = venv.env.scheme.stay
     if keep is not None:
         with io.atomic_open(keep, "wb") as fh:
             np.savez_compressed(fh, obs=data["obs"], actions=data["actions"], stay=stay)
     stats = imitate(model, data, rl, seed, stay=stay)
-    out = {"teacher": "lbbsp", "global_batch": rl.warm_start_batch, "transitions": int(len(data["actions"])),
+    out = {"teacher": "lbbsp", "global_batch": rl.warm_start_batch,
+           **({"per_worker": rl.residual_per_worker} if rl.residual_per_worker else {}), "transitions": int(len(data["actions"])),
            "episodes": int(data["episodes"]), "epochs": rl.warm_start_epochs,
            **{k: round(v, 4) for k, v in stats.items()},
            # the teacher's own episode returns, as progress.csv records PPO's: the reward curve's reference
