@@ -917,7 +917,8 @@ class RLConfig:
                                        "dynamix.rl.actions): the global batch starts at warm_start_batch "
                                        "(split equally) and stays within [m / s, m x s] for this s >= 1, "
                                        "so doing nothing is a plain rule, m split by the last window's "
-                                       "speeds (ActionScheme.base_rule: lbbsp:batch=m,history=1,deadband=0); "
+                                       "speeds (ActionScheme.base_rule: lbbsp:batch=m,history=1,deadband=0; "
+                                       "m(N) with rl.residual_per_worker); "
                                        "0 = none (the run's initial batch, the whole range)")
     residual_per_worker: int = setting(0, rng(0, 1024),
                                        doc="under a residual span, the samples per worker its start never "

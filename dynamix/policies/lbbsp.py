@@ -13,7 +13,8 @@ exceeds the new one's by more than ``deadband`` (relative). Measurement noise th
 sizes oscillate, and each change pays for the re-sharding it causes. ``deadband=0`` is no dead band:
 every window's split is adopted, ties included (a worker held at the floor sets both predictions).
 With ``history=1`` besides, the rule is the agent's residual base, its decision x1
-(:func:`dynamix.rl.actions.split_global`): ``lbbsp:batch=512,history=1,deadband=0``.
+(:func:`dynamix.rl.actions.split_global`): ``lbbsp:batch=512,history=1,deadband=0`` (with
+``per_worker=64`` under ``rl.residual_per_worker: 64``).
 
 Spec: ``lbbsp`` or ``lbbsp:deadband=0.05,history=8,decay=0.7,batch=0,per_worker=0`` (``batch`` > 0
 fixes B, otherwise B is the run's initial global batch; ``per_worker`` p > 0 floors it at N p on N
