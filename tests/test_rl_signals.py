@@ -133,6 +133,17 @@ def test_a_residual_span_starts_at_the_teachers_batch_and_keeps_every_decision_a
         config.load(overrides={"rl": {"residual_span": 0.5, "action": "global"}})
 
 
+def _staying(scheme: ActionScheme, cluster: SyntheticCluster, n_workers: int, windows: int):
+    """The sizes of each window when the agent always takes x1 from the scheme's start, and the last window's
+    workers."""
+    sizes, held = scheme.initial(n_workers), []
+    for _ in range(windows):
+        held.append(sizes)
+        workers, _ = cluster.run_window(sizes)
+        sizes = scheme.apply(workers, [scheme.stay])
+    return held, workers
+
+
 def test_doing_nothing_in_the_residual_span_is_a_plain_rule_lbbsp_on_the_last_window_alone():
     """The agent's x1 is its scheme's ``base_rule``, window for window: the held-out comparison runs that
     rule beside the agent, so what the agent adds to it is measured, not assumed."""
@@ -145,11 +156,7 @@ def test_doing_nothing_in_the_residual_span_is_a_plain_rule_lbbsp_on_the_last_wi
     a, c = (0.0, 2.0, 5.0, 1.0, 0.0), (0.05, 0.08, 0.2, 1.5, 0.1)
     sim_rule, sim_agent = (SyntheticCluster(a, c, comm_ms=3.0, jitter=0.2, seed=7) for _ in range(2))
     ruled = [sizes for sizes, _, _ in drive(rule, sim_rule, ctx, 40)]
-    sizes, held = scheme.initial(5), []
-    for _ in range(40):
-        held.append(sizes)
-        workers, _ = sim_agent.run_window(sizes)
-        sizes = scheme.apply(workers, [scheme.stay])
+    held, _ = _staying(scheme, sim_agent, 5, 40)
     assert held == ruled
     assert len(set(held)) > 10 and min(map(min, held)) == 32 and {sum(s) for s in held} == {512}
 
@@ -172,11 +179,7 @@ def test_a_floor_per_worker_grows_the_residual_start_with_the_cluster_and_the_ba
     a, c = tuple(0.5 * (i % 3) for i in range(16)), tuple(0.05 * (1 + i % 5) for i in range(16))
     sim_rule, sim_agent = (SyntheticCluster(a, c, comm_ms=3.0, jitter=0.2, seed=3) for _ in range(2))
     ruled = [sizes for sizes, _, _ in drive(rule, sim_rule, ctx, 20)]
-    sizes, held = scheme.initial(16), []
-    for _ in range(20):
-        held.append(sizes)
-        workers, _ = sim_agent.run_window(sizes)
-        sizes = scheme.apply(workers, [scheme.stay])
+    held, workers = _staying(scheme, sim_agent, 16, 20)
     assert held == ruled and {sum(s) for s in held} == {1024} and len(set(held)) > 5
     # x2 stops at the span's top on 16 workers, 1536 samples (the fixed span's 768 is the floor there)
     assert sum(scheme.apply(workers, [GLOBAL_FACTORS.index(2.0)])) == 1536
