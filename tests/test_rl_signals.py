@@ -342,6 +342,8 @@ def test_a_state_v4_artifact_loads_and_decides_as_before():
 # existed; the re-aimed agent's, while rl.episodes did
 COMMITTED_CPU = Path(__file__).resolve().parents[1] / "results/profiles/cpu/policies/dynamix.zip"
 COMMITTED_AGENT = Path(__file__).resolve().parents[1] / "results/profiles/cpu-agent/policies/dynamix.zip"
+# the cpu-agent policy as published before rl.episodes was removed (its stored config holds episodes: sim)
+EPISODES_AGENT = Path(__file__).resolve().parent / "data/policies/agent-episodes-sim.zip"
 
 
 def test_a_committed_policy_trained_with_the_removed_teacher_settings_still_loads():
@@ -360,10 +362,14 @@ def test_a_committed_policy_trained_with_the_removed_teacher_settings_still_load
         config.build(config.Config, changed)
     assert str(err.value) == ("rl.warm_start_grow = 0.5 is not allowed: the setting was removed (a stored config "
                               "may hold only its last value, 1.0)")
-    _, agent = load_policy(COMMITTED_AGENT)
+    _, agent = load_policy(EPISODES_AGENT)
     assert agent["config"]["rl"]["episodes"] == agent["training"]["rl"]["episodes"] == "sim"
     assert config.build(config.Config, agent["config"]).hash() == agent["config_hash"]
     assert config.build(config.RLConfig, agent["training"]["rl"], prefix="rl").action == "global"
+    # the agent published now: trained after the removal, with the floored residual start
+    _, agent = load_policy(COMMITTED_AGENT)
+    assert "episodes" not in agent["config"]["rl"] and agent["residual"] == {"anchor": 512, "span": 1.5, "per_worker": 64}
+    assert config.build(config.Config, agent["config"]).hash() == agent["config_hash"]
 
 
 @pytest.mark.parametrize("field, value, removed", [
