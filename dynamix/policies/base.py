@@ -41,6 +41,12 @@ class Bounds:
         return n_workers * self.min, n_workers * self.max
 
 
+def floored_global_batch(batch: int, n_workers: int, per_worker: int) -> int:
+    """max(B, N p): a global batch that keeps at least ``per_worker`` samples on each of ``n_workers``
+    workers (LB-BSP's ``per_worker``, the agent's residual start m(N), :mod:`dynamix.rl.actions`)."""
+    return max(batch, n_workers * per_worker)
+
+
 def unheld_global_batch(name: str, batch: int, n_workers: int, bounds: Bounds, upto: int = 0) -> str | None:
     """The warning for a policy whose spec asks for a global batch ``batch`` (or, with ``upto``, any in
     [batch, upto]: a trained agent's residual span) that ``n_workers`` workers cannot hold within the

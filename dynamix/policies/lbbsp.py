@@ -38,6 +38,7 @@ from dynamix.policies.base import (
     Bounds,
     Decision,
     PolicyContext,
+    floored_global_batch,
     parse_spec_args,
     register,
     unheld_global_batch,
@@ -97,10 +98,11 @@ class LbbspPolicy(BatchSizePolicy):
 
     def batch_for(self, ctx: PolicyContext) -> int:
         """B on this run: ``batch`` (or the initial global batch), at least N x ``per_worker``."""
-        return max(self.options.batch or sum(ctx.initial_batch_sizes), ctx.n_workers * self.options.per_worker)
+        return floored_global_batch(self.options.batch or sum(ctx.initial_batch_sizes), ctx.n_workers,
+                                    self.options.per_worker)
 
     def unmet_request(self, n_workers: int, bounds: Bounds) -> str | None:
-        batch = self.options.batch and max(self.options.batch, n_workers * self.options.per_worker)
+        batch = self.options.batch and floored_global_batch(self.options.batch, n_workers, self.options.per_worker)
         return unheld_global_batch(self.name, batch, n_workers, bounds)
 
     def initial(self, ctx: PolicyContext) -> Decision:

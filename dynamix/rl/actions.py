@@ -47,7 +47,7 @@ import numpy as np
 from dynamix.config import Config
 from dynamix.metrics.schema import WorkerWindow
 from dynamix.policies.allocation import allocate, equal_split
-from dynamix.policies.base import Bounds
+from dynamix.policies.base import Bounds, floored_global_batch
 from dynamix.rl.state import EPS, apply_actions
 
 ACTIONS = ("worker", "global")
@@ -116,7 +116,7 @@ class ActionScheme:
 
     def start(self, n_workers: int) -> int:
         """m(N) = max(m, N p), the residual span's start on ``n_workers`` (0 without a span)."""
-        return max(self.anchor, n_workers * self.per_worker) if self.anchor else 0
+        return floored_global_batch(self.anchor, n_workers, self.per_worker) if self.anchor else 0
 
     def limits(self, n_workers: int) -> tuple[int, int] | None:
         """[m(N) / s, m(N) s], the global batches the residual span allows on ``n_workers`` (before the

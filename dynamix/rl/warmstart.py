@@ -57,7 +57,7 @@ from tqdm.auto import tqdm
 
 from dynamix import io
 from dynamix.config import RLConfig
-from dynamix.policies.base import Bounds
+from dynamix.policies.base import Bounds, floored_global_batch
 from dynamix.rl.env import WorkerVecEnv
 from dynamix.rl.state import FEATURE_NAMES
 
@@ -98,7 +98,7 @@ def teacher_global_actions(obs: np.ndarray, factors: tuple[float, ...], bounds: 
     lo, hi = math.log2(bounds.min), math.log2(bounds.max)
     n = max(1, round(2.0 ** (5.0 * row[_GN])))
     big = n * 2.0 ** (lo + row[_GB] * (hi - lo))
-    target = max(global_batch, n * per_worker) if global_batch else big
+    target = floored_global_batch(global_batch, n, per_worker) if global_batch else big
     g_lo, g_hi = bounds.global_range(n)
     f = np.asarray(factors, dtype=np.float64)
     cand = np.clip(np.round(f * big), g_lo, g_hi)
