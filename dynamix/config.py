@@ -908,6 +908,14 @@ class RLConfig:
                                     doc="the teacher splits a global batch of this many samples by speed, as "
                                         "lbbsp:batch=m does; 0 = LB-BSP at the current global batch. 512 "
                                         "was selected on a sampled validation set (docs/journal/rl.md)")
+    warm_start_fit: str = setting("network", one_of("network", "head"),
+                                  doc="what the imitation fits (dynamix.rl.warmstart): network = every layer "
+                                      "of the policy | head = only the bias of its action head (and the "
+                                      "critic), the hidden layers kept at PPO's initialisation. head is for a "
+                                      "teacher that takes one action in every state (under residual_span: "
+                                      "x1, the base rule), which a bias represents exactly; fitting a "
+                                      "constant with the whole network saturates its tanh units and leaves "
+                                      "PPO a policy that cannot depend on the state (docs/journal/rl.md)")
     warm_start_smoothing: float = setting(0.0, rng(0.0, 1.0),
                                           doc="label smoothing of the imitation (dynamix.rl.warmstart): this "
                                               "share of each teacher label is spread over every action, so "
@@ -989,7 +997,7 @@ class ExecutorConfig:
 HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed_batches": (), "table_policy": "static",
                                                    "table_cluster": ""},
                                            "rl": {"action": "worker", "learning": "fitted",
-                                                  "warm_start_smoothing": 0.0, "workers_range": (),
+                                                  "warm_start_smoothing": 0.0, "warm_start_fit": "network", "workers_range": (),
                                                   "residual_span": 0.0, "snapshots": (), "residual_per_worker": 0},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments": {"target_levels": (0.9, 0.98)},

@@ -15,6 +15,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from stable_baselines3.common.env_checker import check_env
 
 from dynamix import cli, config
@@ -494,6 +495,32 @@ def test_smoothed_imitation_keeps_the_teacher_greedy_and_the_policy_exploring(co
         assert stats["agreement"] >= 0.8
         probs[eps] = stats["teacher_prob"]
     assert 0.7 < probs[0.2] < 0.9 and probs[0.0] > probs[0.2] + 0.1, probs
+
+
+def test_a_head_only_imitation_learns_a_constant_teacher_in_the_bias_and_leaves_the_network_to_ppo(cost):
+    """rl.warm_start_fit = head under a residual span, where the teacher takes x1 in every state: only the
+    action head's bias and the critic move, the policy's hidden layers and head weights stay PPO's
+    initialisation bit for bit, and the teacher's action is still the greedy one at about 1 - 0.2 x 4/5.
+    The whole-network fit of the same teacher drives the last hidden layer's tanh units into saturation
+    (|h| > 0.99), where PPO's gradients vanish; the head fit leaves them as initialised."""
+    out = {}
+    for fit in ("network", "head"):
+        cfg = rl_cfg(state="schedule", action="global", residual_span=1.25, warm_start_batch=48, warm_start="lbbsp",
+                     warm_start_timesteps=128, net_arch=[64, 64], warm_start_smoothing=0.2, warm_start_fit=fit)
+        venv = WorkerVecEnv(DynamixEnv(training_config(cfg), cost=cost))
+        venv.seed(3)
+        model = make_learner(cfg.rl, venv, seed=3)
+        before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+        stats = warm_start(model, venv, cfg.rl, seed=3, progress=False)
+        moved = {k for k, v in model.policy.state_dict().items() if not torch.equal(v, before[k])}
+        obs = torch.as_tensor(venv.reset())
+        with torch.no_grad():
+            last = model.policy.mlp_extractor.policy_net[:3](obs)  # the last hidden layer, before its tanh
+        out[fit] = moved, stats, float((last.abs() > math.atanh(0.99)).float().mean())
+    moved, stats, saturated = out["head"]
+    assert moved == {"action_net.bias"} | {k for k in out["network"][0] if "value" in k}
+    assert stats["agreement"] >= 0.8 and 0.7 < stats["teacher_prob"] < 0.9 and stats["fit"] == "head"
+    assert out["network"][0] > moved and out["network"][2] > saturated + 0.1, (out["network"][2], saturated)
 
 
 def test_train_policy_records_the_warm_start_in_the_artifact(cost, tmp_path):
