@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim2real": ("dynamix.commands.sim2real", "the agent, LB-BSP and the static sweep on the real engine beside the simulator"),
     "fit-surrogate": ("dynamix.commands.fit_surrogate", "fit the fast surrogate of a workload to real-math simulator runs"),
     "validate-surrogate": ("dynamix.commands.validate_surrogate", "surrogate vs real-math simulator: time to target per policy"),
+    "headroom": ("dynamix.commands.headroom", "what a residual agent could gain in its training world, and what it gained"),
     "select-policy": ("dynamix.commands.select_policy", "choose the trained seed that ships, by the real math on validation clusters"),
     "convert-policy": ("dynamix.commands.convert_policy", "rewrite a trusted pickled policy artifact as data only"),
     "evaluate": ("dynamix.commands.evaluate", "run policies on cluster specs: runs.csv + summary.csv (time to target)"),
