@@ -70,3 +70,5 @@ def test_headroom_command_writes_the_rows_and_summary_and_refuses_a_policy_of_an
     other = Path(__file__).resolve().parents[1] / "results/profiles/cpu/policies/dynamix.zip"
     assert cli.main(args[:-1] + [str(other), "--out", str(tmp_path / "o")]) == cli.EXIT_USAGE
     assert "this profile's environment has rl.state = 'schedule' and rl.action = 'global'" in capsys.readouterr().err
+    assert cli.main(args + ["--policy", str(WARM_START), "--out", str(tmp_path / "d")]) == cli.EXIT_USAGE
+    assert "another policy is named 'dynamix-at0'" in capsys.readouterr().err

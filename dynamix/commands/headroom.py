@@ -70,7 +70,10 @@ def main(args: argparse.Namespace) -> int:
             raise config.ConfigError(f"{path}: trained with rl.state features {meta.get('features')} and rl.action "
                                      f"{meta.get('action')!r}; this profile's environment has rl.state = "
                                      f"{cfg.rl.state!r} and rl.action = {cfg.rl.action!r}")
-        policies[path.with_suffix("").name] = model
+        name = path.with_suffix("").name
+        if name in policies:
+            raise config.ConfigError(f"--policy {path}: another policy is named {name!r}; rename one of the artifacts")
+        policies[name] = model
     ident = rundir.identity("headroom", policy=",".join(sorted(policies)) or "none", cluster="sampled", seed=args.seed,
                             config=cfg.to_dict(), n=args.n, workers=list(args.workers), seeds=args.seeds)
     rundir.claim(out, ident, args.force, outputs=("headroom.csv", "headroom.json"))
