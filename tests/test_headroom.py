@@ -67,6 +67,9 @@ def test_headroom_command_writes_the_rows_and_summary_and_refuses_a_policy_of_an
     assert written["clusters"] == 1 and (tmp_path / "h/headroom.csv").exists()
     assert math.isclose(written["per_cluster"]["head-00-4w"]["best_over_base"],
                         written["best_over_base_geomean"])
+    val = str(Path(__file__).resolve().parents[1] / "clusters/validation/val-ps-4.yaml")
+    assert cli.main(args + ["--cluster", val, "--out", str(tmp_path / "v")]) == 0  # given specs, not a draw
+    assert list(json.loads((tmp_path / "v/headroom.json").read_text())["per_cluster"]) == ["val-ps-4"]
     other = Path(__file__).resolve().parents[1] / "results/profiles/cpu/policies/dynamix.zip"
     assert cli.main(args[:-1] + [str(other), "--out", str(tmp_path / "o")]) == cli.EXIT_USAGE
     assert "this profile's environment has rl.state = 'schedule' and rl.action = 'global'" in capsys.readouterr().err

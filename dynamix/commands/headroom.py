@@ -3,7 +3,7 @@
     dynamix headroom --profile cpu-agent --out results/profiles/cpu-agent/headroom
 
 Draws ``--n`` clusters from the agent's training distribution on the validation seed stream
-(:func:`dynamix.rl.domain.sample_set`, ``--workers`` cycled), runs the open-loop members of
+(:func:`dynamix.rl.domain.sample_set`, ``--workers`` cycled), or takes the ``--cluster`` specs, runs the open-loop members of
 :mod:`dynamix.rl.headroom` and every trained policy (``--policy``, default every artifact in
 ``RESULTS/policies``) in the training environment, on the profile's fitted surrogate
 (``RESULTS/surrogate``), and writes ``headroom.csv`` (:data:`dynamix.rl.headroom.COLUMNS`) and
@@ -17,8 +17,9 @@ import json
 import logging
 from pathlib import Path
 
+from dynamix import cluster as clusters
 from dynamix import config, io, rundir
-from dynamix.commands.options import add_config_arguments, add_out_arguments
+from dynamix.commands.options import add_config_arguments, add_out_arguments, cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the draw (default 1, as sample-clusters)")
     parser.add_argument("--workers", type=int, nargs="+", default=list(WORKERS),
                         help=f"worker counts, cycled over the clusters (default {' '.join(map(str, WORKERS))})")
+    parser.add_argument("--cluster", action="append", default=None, metavar="YAML",
+                        help="run on these cluster specs instead of a draw (repeatable; e.g. the validation "
+                             "clusters, to set the surrogate's ranking beside the real math's)")
     parser.add_argument("--seeds", type=int, default=3, help="run seeds per cluster and member, 1 to 100 (default 3)")
     add_out_arguments(parser, "folder for headroom.csv and headroom.json")
 
@@ -74,12 +78,14 @@ def main(args: argparse.Namespace) -> int:
         if name in policies:
             raise config.ConfigError(f"--policy {path}: another policy is named {name!r}; rename one of the artifacts")
         policies[name] = model
-    ident = rundir.identity("headroom", policy=",".join(sorted(policies)) or "none", cluster="sampled", seed=args.seed,
+    given = [clusters.load(path) for path in args.cluster or []]
+    ident = rundir.identity("headroom", policy=",".join(sorted(policies)) or "none",
+                            cluster=",".join(cluster_id(spec) for spec in given) or "sampled", seed=args.seed,
                             config=cfg.to_dict(), n=args.n, workers=list(args.workers), seeds=args.seeds)
     rundir.claim(out, ident, args.force, outputs=("headroom.csv", "headroom.json"))
     n_train = progress.for_config(cfg).n_train
-    specs = sample_set(cfg.rl, args.n, args.seed, args.workers, cfg.rl.episode_epochs, n_train, cfg.batch.initial,
-                       prefix="head")
+    specs = given or sample_set(cfg.rl, args.n, args.seed, args.workers, cfg.rl.episode_epochs, n_train,
+                                cfg.batch.initial, prefix="head")
     frame = headroom.headroom(cfg, specs, args.seeds, policies, progress=lambda name: log.info("headroom: %s done", name))
     summary = headroom.summarize(frame)
     io.write_csv(frame, out / "headroom.csv")
