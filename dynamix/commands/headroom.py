@@ -51,9 +51,9 @@ def main(args: argparse.Namespace) -> int:
     from dynamix.evaluation.surrogate_fit import on_fitted
     from dynamix.pipeline.runner import default_root
     from dynamix.rl import headroom
-    from dynamix.rl.artifact import load_policy
+    from dynamix.policies.base import Bounds
+    from dynamix.rl.artifact import check_compatible, load_policy, state_spec
     from dynamix.rl.domain import sample_set
-    from dynamix.rl.state import SPECS
     from dynamix.sim import progress
 
     if not args.profile:
@@ -66,14 +66,15 @@ def main(args: argparse.Namespace) -> int:
     root = Path(args.results) if args.results else default_root(args.profile)
     cfg = on_fitted(config.load(args.params, args.profile, args.overrides), root)
     paths = [Path(p) for p in args.policy] if args.policy is not None else sorted((root / "policies").glob("*.zip"))
-    want = list(SPECS[cfg.rl.state].names)
     policies = {}
     for path in paths:
         model, meta = load_policy(path)
-        if meta.get("features") != want or meta.get("action") != cfg.rl.action:
-            raise config.ConfigError(f"{path}: trained with rl.state features {meta.get('features')} and rl.action "
-                                     f"{meta.get('action')!r}; this profile's environment has rl.state = "
-                                     f"{cfg.rl.state!r} and rl.action = {cfg.rl.action!r}")
+        spec, action = state_spec(meta), meta.get("action", "worker")
+        if spec.name != cfg.rl.state or action != cfg.rl.action:
+            raise config.ConfigError(f"{path}: trained with rl.state = {spec.name!r} and rl.action = {action!r}; this "
+                                     f"profile's environment has rl.state = {cfg.rl.state!r} and rl.action = "
+                                     f"{cfg.rl.action!r}")
+        check_compatible(meta, tuple(cfg.batch.actions), Bounds(cfg.batch.min, cfg.batch.max), where=str(path))
         name = path.with_suffix("").name
         if name in policies:
             raise config.ConfigError(f"--policy {path}: another policy is named {name!r}; rename one of the artifacts")
