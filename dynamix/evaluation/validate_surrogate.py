@@ -7,7 +7,9 @@ the mean time to target over seeds, a run that never reached it counted at its t
 ``surrogate_validation.json``: the Spearman rank correlation of the two times over every (cluster,
 policy) and within each cluster, and the median absolute relative error of the surrogate's time,
 beside the goals (Spearman >= 0.8, median error <= 15 %), and per cluster (:func:`per_cluster`) the
-share of runs that reach or miss alike and the final-accuracy error per policy. The surrogate itself
+share of runs that reach or miss alike, the final-accuracy error per policy, and how well the real math
+agrees with itself from seed to seed (:func:`real_agreement`), the ceiling of any model of the mean
+read against single runs. The surrogate itself
 is fitted by :mod:`dynamix.evaluation.surrogate_fit`.
 """
 
@@ -62,11 +64,42 @@ def statistics(table: pd.DataFrame) -> dict:
             "n": int(len(table))}
 
 
+def _spearman(a: pd.Series, b: pd.Series) -> float | None:
+    """Spearman of two aligned series; None where either is constant (no rank correlation exists)."""
+    return float(spearmanr(a, b).statistic) if a.nunique() > 1 and b.nunique() > 1 else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else None
+
+
+def real_agreement(real: pd.DataFrame) -> dict | None:
+    """How well one real-math seed predicts another on one cluster (``real``: its runs, >= 2 seeds;
+    None with one): the ceiling of a model of the mean, such as the surrogate, read against single runs.
+
+    ``spearman``: the Spearman of two seeds' times to target over the policies (one censoring rule),
+    the mean over every pair of seeds; ``reach``: the share of runs whose outcome (reach or miss) is
+    their policy's majority one, the best that any model giving each policy one outcome can score;
+    ``final_sd``: the largest between-seed standard deviation of a policy's final accuracy, the error
+    a perfect mean has against one run. A bar above these is a bar no model of the mean can pass
+    against one seed (``docs/protocol.md``, "The surrogate's validation")."""
+    seeds = sorted(real["seed"].unique())
+    if len(seeds) < 2:
+        return None
+    times = real.assign(tta=censored_time(real)).pivot(index="policy", columns="seed", values="tta")
+    pairs = [_spearman(times[a], times[b]) for i, a in enumerate(seeds) for b in seeds[i + 1:]]
+    reached = real.assign(hit=real["time_to_target_s"].notna()).groupby("policy")["hit"].mean()
+    return {"spearman": _mean(pairs), "reach": float(np.maximum(reached, 1 - reached).mean()),
+            "final_sd": float(real.groupby("policy")["final_accuracy"].std(ddof=1).max()), "seeds": len(seeds)}
+
+
 def per_cluster(surrogate: pd.DataFrame, real: pd.DataFrame) -> dict[str, dict]:
     """Per cluster, where decisions are made: the Spearman of the two backends' mean times to target
-    over its policies, the share of (policy, seed) runs that both reach or both miss their target, and
-    the surrogate's final accuracy minus the real one per policy (means over seeds) with its largest
-    magnitude."""
+    over its policies, and its mean over the real seeds one at a time (``spearman_per_seed``), the share
+    of (policy, seed) runs that both reach or both miss their target, the surrogate's final accuracy
+    minus the real one per policy (means over seeds) with its largest magnitude, and the real math's
+    agreement with itself (:func:`real_agreement`, ``real_self``), what any model of the mean is capped by."""
     out = {}
     times = pd.DataFrame({"surrogate": tta_table(surrogate), "real": tta_table(real)})
     for name, r in real.groupby("cluster", sort=True):
@@ -75,11 +108,14 @@ def per_cluster(surrogate: pd.DataFrame, real: pd.DataFrame) -> dict[str, dict]:
             s.set_index(["policy", "seed"])["time_to_target_s"].notna().rename("surrogate"), how="inner")
         error = (s.groupby("policy")["final_accuracy"].mean() - r.groupby("policy")["final_accuracy"].mean()).dropna()
         t = times.loc[name]
-        ranked = t["surrogate"].nunique() > 1 and t["real"].nunique() > 1  # else no rank correlation exists
-        out[str(name)] = {"spearman": float(spearmanr(t["surrogate"], t["real"]).statistic) if ranked else None,
+        one = r.assign(tta=censored_time(r)).pivot(index="policy", columns="seed", values="tta")
+        out[str(name)] = {"spearman": _spearman(t["surrogate"], t["real"]),
+                          "spearman_per_seed": _mean([_spearman(t["surrogate"], one[k].reindex(t.index))
+                                                      for k in one.columns]),
                           "reach_agreement": float((runs["real"] == runs["surrogate"]).mean()),
                           "max_abs_final_error": float(error.abs().max()),
-                          "final_error": {str(k): round(float(v), 4) for k, v in error.items()}, "n": int(len(t))}
+                          "final_error": {str(k): round(float(v), 4) for k, v in error.items()}, "n": int(len(t)),
+                          "real_self": real_agreement(r)}
     return out
 
 
