@@ -15,7 +15,7 @@ from dynamix import config, paths
 from dynamix.evaluation import targets
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import ConfigError
-from dynamix.evaluation.oracle import oracle_search, pick_fastest
+from dynamix.evaluation.oracle import OracleSearch, oracle_search, pick_fastest
 from dynamix.experiments.claims import headroom_share, per_cluster
 from dynamix.policies import make_live_policy, make_policy
 from dynamix.policies.oracle import minimax_split, refine
@@ -132,6 +132,22 @@ def test_pick_fastest_takes_the_smallest_restricted_time_among_the_most_reached(
     assert tie.loc[tie["chosen"], "batch"].tolist() == [64]  # ties go to the smaller batch
 
 
+def test_the_cross_validated_choice_never_sees_the_seed_it_is_scored_on():
+    """512 is fastest on seeds 1-3 and misses on seed 0, so the search over all four seeds keeps 256
+    (every seed reached); left out, seed 0 gets 512, the member its own miss would have ruled out,
+    and seeds 1-3, where 512 missed on one of the other three, get 256."""
+    runs = pd.DataFrame({
+        "cluster": "c", "batch": [256] * 4 + [512] * 4, "seed": [0, 1, 2, 3] * 2,
+        "time_to_target_s": [10.0, 10.0, 10.0, 10.0, np.nan, 6.0, 6.0, 6.0], "total_time_s": [20.0] * 8})
+    runs = runs.assign(policy=[f"oracle:batch={b}" for b in runs["batch"]], then=0, at=0.0)
+    found = OracleSearch(pick_fastest(runs), "oracle:batch=256", runs)
+    assert found.grid.loc[found.grid["chosen"], "batch"].tolist() == [256]
+    assert found.cross_validated() == {0: "oracle:batch=512", 1: "oracle:batch=256", 2: "oracle:batch=256",
+                                       3: "oracle:batch=256"}
+    with pytest.raises(ValueError, match="two seeds or more"):
+        OracleSearch(found.grid, found.policy, runs[runs["seed"] == 0]).cross_validated()
+
+
 def test_search_runs_the_grid_and_keeps_the_fastest_batch(data):
     found = oracle_search(hetero(), cfg_with(iters=10), [160, 32, 96], [0, 1], target_accuracy=0.11, cost=COST,
                           progress=False)
@@ -204,9 +220,10 @@ def test_per_cluster_gains_headroom_shares_where_oracle_runs_exist():
     assert "headroom_share" not in without.columns  # the published tables keep their columns
 
 
-def test_best_other_is_the_policy_the_agent_compares_worst_against_never_the_oracle():
+def test_best_other_is_the_policy_the_agent_compares_worst_against_never_a_bound():
     cfg = config.load(profile="smoke")
-    times = {"static:32": 100.0, "static:64": 90.0, "lbbsp": 70.0, "gns": 75.0, "dynamix": 63.0, "oracle": 50.0}
+    times = {"static:32": 100.0, "static:64": 90.0, "lbbsp": 70.0, "gns": 75.0, "dynamix": 63.0, "oracle": 50.0,
+             "oracle-cv": 55.0}
     rows = _cell_runs(times)
     cells = per_cluster(pd.DataFrame(rows), cfg).set_index("reference")
     best = cells.loc["best other"]
@@ -313,6 +330,16 @@ def test_inference_adds_the_oracle_bound_at_its_hindsight_batch_on_every_seed(tm
     assert list(grid["batch"]) == [64, 192] and grid["chosen"].sum() == 1  # per-worker x 4 workers
     assert len(both) == 4 and (oracle["iterations"] == 20).all()
     assert set(windows["run_id"]) == set(oracle["run_id"])  # its windows, for times at other target levels
+    # searched on two seeds, each seed also runs the member chosen on the other one (oracle-cv)
+    cv_cfg = config.with_overrides(cfg, {"experiments": {"inference": {"oracle_seeds": 2}}})
+    both, grid, windows = inference.with_oracle(cv_cfg, tmp_path, spec, run_cfg, "sgd", per_run)
+    cv = both[both["policy"] == "oracle-cv"].set_index("seed")
+    assert sorted(cv.index) == [0, 1] and set(windows["run_id"]) == set(both[both["policy"] != "static:32"]["run_id"])
+    found = oracle_search(spec, run_cfg, [16 * 4, 48 * 4], [0, 1], 0.15, cache=tmp_path.parent / "cache" / "runs",
+                          progress=False)  # the same search, from the cache with_oracle filled
+    member = found.runs.set_index(["policy", "seed"])["total_time_s"]
+    assert {s: cv.loc[s, "total_time_s"] for s in (0, 1)} == {
+        s: pytest.approx(member[(m, s)]) for s, m in found.cross_validated().items()}
 
 
 def test_held_out_table_names_each_clusters_best_other_policy_and_the_headroom_shares():

@@ -18,6 +18,13 @@ This chooses B on the very runs it is then scored on, held-out clusters included
 here and only here: the oracle is not a policy anyone could deploy but the upper bound each cluster
 allows (what perfect balance at the best global batch in hindsight achieves), the denominator of
 every policy's share of the headroom (:func:`dynamix.experiments.claims.headroom_share`).
+
+Choosing the best of several members on the seeds it is scored on also favours the bound: a member
+that wins on these seeds by chance, or clears the target's knife edge on all of them where it would
+miss on another, sets it. :meth:`OracleSearch.cross_validated` says by how much: for each seed, the
+member the same rule picks on the other seeds, scored on that seed alone (``oracle-cv``, leave one
+seed out). It is what choosing the global batch on a cluster's own past runs would buy, with perfect
+balance: a bound a policy can approach, where the oracle is one it can only approach by luck.
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ from dynamix.policies.oracle import OracleOptions
 
 ORACLE = "oracle"
 """The ``policy`` label of the chosen B's runs in a comparison's per-run summary."""
+ORACLE_CV = "oracle-cv"
+"""The label of the runs of the member chosen on the other seeds (:meth:`OracleSearch.cross_validated`)."""
+BOUNDS = (ORACLE, ORACLE_CV)
+"""The labels of bounds, which no comparison counts among the policies to beat."""
 
 GRID_COLUMNS = ["cluster", "policy", "batch", "then", "at", "n_seeds", "reached", "time_to_target_s", "chosen"]
 
@@ -75,6 +86,15 @@ class OracleSearch:
     def chosen_runs(self) -> pd.DataFrame:
         """The winner's runs labelled ``oracle``: rows to append to a comparison's per-run summary."""
         return self.runs[self.runs["policy"] == self.policy].assign(policy=ORACLE)
+
+    def cross_validated(self) -> dict[int, str]:
+        """Seed -> the member :func:`pick_fastest` chooses on every other seed of the search (module
+        docstring): the choice that never saw the run it is scored on. Needs two seeds or more."""
+        seeds = sorted(int(s) for s in self.runs["seed"].unique())
+        if len(seeds) < 2:
+            raise ValueError("a cross-validated oracle needs the search to run two seeds or more")
+        return {s: str(pick_fastest(self.runs[self.runs["seed"] != s]).query("chosen")["policy"].iloc[0])
+                for s in seeds}
 
 
 def pick_fastest(runs: pd.DataFrame) -> pd.DataFrame:

@@ -28,7 +28,7 @@ import pandas as pd
 from dynamix import io, isa, paths
 from dynamix.config import Config
 from dynamix.evaluation import stats
-from dynamix.evaluation.oracle import ORACLE
+from dynamix.evaluation.oracle import BOUNDS, ORACLE
 from dynamix.evaluation.policy_names import TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 from dynamix.evaluation.sim2real import ratios as sim2real_ratios
 from dynamix.evaluation.targets import censored_time, missed
@@ -325,8 +325,8 @@ def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     verdict (lower is better; censored times as everywhere, :func:`~dynamix.evaluation.targets.censored_time`),
     and ``missed``, the runs of each side that missed the target (:func:`missed_pair`).
     The reference ``best other`` (named in ``best_other``) is the policy of the cell, static or
-    adaptive but not the oracle, that the agent compares worst against: the :func:`binding` one of
-    "faster than every other", so its verdict is that claim's. It is picked on the same runs it is
+    adaptive but not a bound (:data:`~dynamix.evaluation.oracle.BOUNDS`), that the agent compares worst
+    against: the :func:`binding` one of "faster than every other", so its verdict is that claim's. It is picked on the same runs it is
     compared on, which favours it: a ratio below 1 against it is conservative.
 
     With ``oracle`` runs in ``inference``, two columns more: ``headroom_share``, the reference's
@@ -335,7 +335,7 @@ def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     t = stats.paired(inference, censored_time(inference), ["cluster", "optimizer"])
     static = static_sweep(t.columns)
     adaptive = [p for p in t.columns if p != "dynamix" and not str(p).startswith("static:")]
-    others = static + [p for p in adaptive if p != ORACLE]
+    others = static + [p for p in adaptive if p not in BOUNDS]
     rows = []
     for (cl, opt), g in t.groupby(level=[0, 1], sort=False):
         best = binding([{"other": p, **stats.ratio_interval((g["dynamix"] / g[p]).to_numpy(), cfg.experiments.ci)}

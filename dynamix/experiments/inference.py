@@ -31,7 +31,7 @@ from dynamix.evaluation import plan, policy_names, stats, tuning
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import curves, run_summary
-from dynamix.evaluation.oracle import ORACLE, oracle_search
+from dynamix.evaluation.oracle import ORACLE, ORACLE_CV, oracle_search
 from dynamix.evaluation.targets import at_levels, time_to_target, with_targets
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import inference as plots
@@ -85,7 +85,9 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
     :func:`~dynamix.evaluation.oracle.oracle_search` over ``oracle_batches`` x workers on
     ``oracle_seeds`` seeds picks B*, then ``oracle:batch=B*`` runs on every seed. Its times are read
     against the comparison's target, which the oracle does not move: it bounds the policies' times to
-    their own target."""
+    their own target. With two search seeds or more, ``oracle-cv`` runs too: on each seed the member
+    chosen without it (:meth:`~dynamix.evaluation.oracle.OracleSearch.cross_validated`; B* on the seeds
+    the search never ran), the bound's share that is choice on the scored runs."""
     e = cfg.experiments.inference
     seeds = plan.seeds(cfg)
     target = float(per_run["target_accuracy"].iloc[0])
@@ -94,6 +96,10 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
                           refine=e.oracle_refine, phase_epochs=e.oracle_phase_epochs)
     tasks = [SimTask(spec, run_cfg, found.policy, s, (("optimizer", opt),), label=ORACLE)
              for s in seeds]
+    if min(e.oracle_seeds, len(seeds)) > 1:
+        held = found.cross_validated()
+        tasks += [SimTask(spec, run_cfg, held.get(s, found.policy), s, (("optimizer", opt),), label=ORACLE_CV)
+                  for s in seeds]
     runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"oracle {spec.name}", cache=plan.run_cache(out))
     oracle = run_summary(runs, KEYS).assign(target_accuracy=target)
     oracle["time_to_target_s"] = [time_to_target(runs[runs["run_id"] == rid], target) for rid in oracle["run_id"]]
