@@ -361,15 +361,15 @@ def test_the_real_maths_agreement_with_itself_caps_a_model_of_the_mean():
 
     real = _validation_rows("c", [("a", 0, 1.0, 0.62, 4.0), ("b", 0, 2.0, 0.63, 4.0), ("x", 0, 3.0, 0.64, 5.0),
                                   ("a", 1, 3.0, 0.60, 4.0), ("b", 1, 2.0, 0.63, 4.0), ("x", 1, None, 0.58, 5.0)])
-    self = real_agreement(real)
-    assert self["spearman"] == pytest.approx(0.5) and self["seeds"] == 2  # (1, 2, 3) against (3, 2, 5)
-    assert self["reach"] == pytest.approx(5 / 6)
-    assert self["final_sd"] == pytest.approx(np.std([0.64, 0.58], ddof=1))
+    ceiling = real_agreement(real)
+    assert ceiling["spearman"] == pytest.approx(0.5) and ceiling["seeds"] == 2  # (1, 2, 3) against (3, 2, 5)
+    assert ceiling["reach"] == pytest.approx(5 / 6)
+    assert ceiling["final_sd"] == pytest.approx(np.std([0.64, 0.58], ddof=1))
     assert real_agreement(real[real["seed"] == 0]) is None  # one seed: no ceiling to read
     surrogate = _validation_rows("c", [("a", s, 2.0, 0.61, 4.0) for s in (0, 1)] +
                                  [("b", s, 2.0, 0.63, 4.0) for s in (0, 1)] + [("x", s, 3.0, 0.61, 5.0) for s in (0, 1)])
     per = per_cluster(surrogate, real)["c"]
-    assert per["real_self"] == self and per["reach_agreement"] == pytest.approx(5 / 6)
+    assert per["real_self"] == ceiling and per["reach_agreement"] == pytest.approx(5 / 6)
     # against each seed alone, (2, 2, 3) ranks with (1, 2, 3) and with (3, 2, 5) at sqrt(3) / 2; against
     # their mean (2, 2, 4) at 1
     assert per["spearman_per_seed"] == pytest.approx(np.sqrt(3) / 2) and per["spearman"] == pytest.approx(1.0)

@@ -69,6 +69,11 @@ def _spearman(a: pd.Series, b: pd.Series) -> float | None:
     return float(spearmanr(a, b).statistic) if a.nunique() > 1 and b.nunique() > 1 else None
 
 
+def _seed_times(runs: pd.DataFrame) -> pd.DataFrame:
+    """One cluster's censored times to target (:func:`censored_time`), [policy] x [seed]."""
+    return runs.assign(tta=censored_time(runs)).pivot(index="policy", columns="seed", values="tta")
+
+
 def _mean(values: list[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return float(np.mean(kept)) if kept else None
@@ -87,7 +92,7 @@ def real_agreement(real: pd.DataFrame) -> dict | None:
     seeds = sorted(real["seed"].unique())
     if len(seeds) < 2:
         return None
-    times = real.assign(tta=censored_time(real)).pivot(index="policy", columns="seed", values="tta")
+    times = _seed_times(real)
     pairs = [_spearman(times[a], times[b]) for i, a in enumerate(seeds) for b in seeds[i + 1:]]
     reached = real.assign(hit=real["time_to_target_s"].notna()).groupby("policy")["hit"].mean()
     return {"spearman": _mean(pairs), "reach": float(np.maximum(reached, 1 - reached).mean()),
@@ -108,7 +113,7 @@ def per_cluster(surrogate: pd.DataFrame, real: pd.DataFrame) -> dict[str, dict]:
             s.set_index(["policy", "seed"])["time_to_target_s"].notna().rename("surrogate"), how="inner")
         error = (s.groupby("policy")["final_accuracy"].mean() - r.groupby("policy")["final_accuracy"].mean()).dropna()
         t = times.loc[name]
-        one = r.assign(tta=censored_time(r)).pivot(index="policy", columns="seed", values="tta")
+        one = _seed_times(r)
         out[str(name)] = {"spearman": _spearman(t["surrogate"], t["real"]),
                           "spearman_per_seed": _mean([_spearman(t["surrogate"], one[k].reindex(t.index))
                                                       for k in one.columns]),

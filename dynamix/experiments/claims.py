@@ -326,8 +326,8 @@ def per_cluster(inference: pd.DataFrame, cfg: Config) -> pd.DataFrame:
     and ``missed``, the runs of each side that missed the target (:func:`missed_pair`).
     The reference ``best other`` (named in ``best_other``) is the policy of the cell, static or
     adaptive but not a bound (:data:`~dynamix.evaluation.oracle.BOUNDS`), that the agent compares worst
-    against: the :func:`binding` one of "faster than every other", so its verdict is that claim's. It is picked on the same runs it is
-    compared on, which favours it: a ratio below 1 against it is conservative.
+    against: the :func:`binding` one of "faster than every other", so its verdict is that claim's. It is
+    picked on the same runs it is compared on, which favours it: a ratio below 1 against it is conservative.
 
     With ``oracle`` runs in ``inference``, two columns more: ``headroom_share``, the reference's
     :func:`headroom_share`, and ``agent_headroom_share``, DYNAMIX's, from the mean censored times over
