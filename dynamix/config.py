@@ -359,6 +359,10 @@ class PolicyTrainingExperiment:
     seeds: int = setting(3, rng(1, 20),
                          doc="training seeds (train.seed + k): k = 0 is the pipeline's policy, the others "
                              "(<name>-s<k>) give the reward curve its band over seeds (paper Fig. 3)")
+    select: bool = setting(False,
+                           doc="dynamix pipeline runs dynamix select-policy right after this stage, so the policy "
+                               "that ships is the validation clusters' choice among the seeds and snapshots "
+                               "(dynamix.pipeline.selection); false: the first seed's, unless selection/ exists")
 
 
 @dataclass(frozen=True)
@@ -1000,6 +1004,7 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed
                                                   "warm_start_smoothing": 0.0, "warm_start_fit": "network", "workers_range": (),
                                                   "residual_span": 0.0, "snapshots": (), "residual_per_worker": 0},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
+                                           "experiments.policy_training": {"select": False},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),
                                                                              "tune_global_batches": (256, 384, 512, 640, 768)},

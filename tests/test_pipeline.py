@@ -87,3 +87,40 @@ def test_rows_written_before_the_completion_column_count_as_complete(tmp_path):
     pd.DataFrame({"stage": ["prepare"], "seconds": [9.1], "started_utc": ["t"]}).to_csv(
         tmp_path / "stage_times.csv", index=False)
     assert read_times(tmp_path)["complete"].tolist() == [True]
+
+
+def test_a_profile_that_asks_for_it_chooses_its_policy_right_after_training_and_times_the_choice(
+        tmp_path, monkeypatch, clock):
+    from dynamix import config
+
+    asked = config.load(profile="smoke", overrides=["experiments.policy_training.select=true"])
+    monkeypatch.setattr(runner.config, "load", lambda profile: asked)
+    calls: list[list[str]] = []
+
+    def select(cmd, cwd, check):
+        calls.append(cmd)
+        if len(calls) == 1:
+            raise KeyboardInterrupt("the sitting ends during the choice")
+
+    monkeypatch.setattr(runner.subprocess, "run", select)
+    first = FakePapermill()
+    monkeypatch.setattr(papermill, "execute_notebook", first)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline("smoke", tmp_path)
+    assert first.ran == list(STAGES[: STAGES.index("policy_training") + 1])  # nothing after the choice ran
+    assert calls[0][-6:] == ["select-policy", "--profile", "smoke", "--results", str(tmp_path), "--no-progress"]
+
+    second = FakePapermill()
+    monkeypatch.setattr(papermill, "execute_notebook", second)
+    run_pipeline("smoke", tmp_path)
+    assert len(calls) == 2 and second.ran == list(STAGES[STAGES.index("policy_training") + 1:])
+    times = read_times(tmp_path).set_index("stage")
+    assert list(times.index) == [*STAGES[: STAGES.index("inference")], "selection", *STAGES[STAGES.index("inference"):]]
+    assert times["complete"].all() and times.loc["selection", "seconds"] == 20  # both sittings' attempts
+
+    run_pipeline("smoke", tmp_path)  # everything complete: no choice again
+    assert len(calls) == 2
+    run_pipeline("smoke", tmp_path, stages=["inference"])  # the trained policies unchanged: no choice either
+    assert len(calls) == 2
+    run_pipeline("smoke", tmp_path, stages=["policy_training"])  # retrained: chosen again
+    assert len(calls) == 3 and read_times(tmp_path).set_index("stage").loc["selection", "seconds"] == 10

@@ -6,7 +6,9 @@ math on the validation clusters (:mod:`dynamix.pipeline.selection`), e.g.
     dynamix pipeline --profile cpu-agent --stages inference claims
 
 Prints the scores and the choice as one JSON line. Every later stage's ``dynamix`` is then the chosen
-policy; delete ``selection/`` to go back to the first seed's.
+policy; delete ``selection/`` to go back to the first seed's. A profile that sets
+``experiments.policy_training.select`` (``converged``) has ``dynamix pipeline`` take this step itself,
+right after ``policy_training``, timed in ``stage_times.csv``.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ policy training resumes from its checkpoints. Several sittings make one run:
   pipeline is started again; naming it in ``stages`` runs it again, its time starting from zero. An
   incomplete stage carries its time on whether named or not: its next attempt reuses the runs the
   interrupted one finished, so both attempts are the stage's cost.
+- A profile that sets ``experiments.policy_training.select`` takes the one step that is no stage right
+  after ``policy_training``: ``dynamix select-policy`` (:mod:`dynamix.pipeline.selection`), timed in
+  the same table as ``selection``, so a profile's whole wall time is the sum of ``seconds``. It runs
+  when its row is not complete under these settings, or when ``policy_training`` ran in this sitting.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import datetime as dt
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -46,6 +52,12 @@ log = logging.getLogger(__name__)
 
 STAGES = tuple(spec.experiment for spec in gen.NOTEBOOKS)
 """The stages in pipeline order (one notebook each, as in dvc.yaml)."""
+
+SELECTION = "selection"
+"""The step between ``policy_training`` and ``inference`` (module docstring), a row of ``stage_times.csv``."""
+
+ORDER = STAGES[:STAGES.index("policy_training") + 1] + (SELECTION,) + STAGES[STAGES.index("policy_training") + 1:]
+"""The rows of ``stage_times.csv`` in the order they run."""
 
 def default_root(profile: str) -> Path:
     """Where a profile's pipeline writes: ``results/`` for the DVC-tracked default, else ``results/profiles/<profile>``."""
@@ -104,13 +116,13 @@ def record_time(root: Path, stage: str, seconds: float, started: str, config_has
     rows = old[old["stage"] != stage].to_dict("records") + [{
         "stage": stage, "seconds": round(total, 1), "started_utc": first, "config_hash": config_hash,
         "complete": complete}]
-    table = pd.DataFrame(rows, columns=TIME_COLUMNS).sort_values("stage", key=lambda s: s.map(STAGES.index))
+    table = pd.DataFrame(rows, columns=TIME_COLUMNS).sort_values("stage", key=lambda s: s.map(ORDER.index))
     io.write_csv(table, root / "stage_times.csv")
     return table
 
 
 def completed(root: Path, config_hash: str) -> set[str]:
-    """The stages ``stage_times.csv`` records as complete under the settings ``config_hash``."""
+    """The stages (and the selection step) ``stage_times.csv`` records as complete under ``config_hash``."""
     t = read_times(root)
     return set(t[t["complete"] & (t["config_hash"] == config_hash)]["stage"])
 
@@ -140,10 +152,35 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
     import papermill
 
     root = Path(root) if root is not None else default_root(profile)
-    cfg_hash = config.load(profile=profile).hash()
+    cfg = config.load(profile=profile)
+    cfg_hash = cfg.hash()
     todo = check_stages(stages) if stages else list(STAGES)
     done = set() if stages else completed(root, cfg_hash)
     root.mkdir(parents=True, exist_ok=True)
+
+    def timed(name: str, step) -> None:
+        started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        log.info("pipeline %s: %s %s", profile, "step" if name == SELECTION else "stage", name)
+        t0 = time.perf_counter()
+        complete = False
+        try:
+            step()
+            complete = True
+        finally:  # an interrupted or failed attempt keeps its time too
+            record_time(root, name, time.perf_counter() - t0, started, cfg_hash, complete)
+
+    def notebook(spec: gen.NotebookSpec) -> None:
+        out = root / "notebooks" / f"{spec.stem}.ipynb"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        papermill.execute_notebook(
+            str(gen.path(spec)), str(out), parameters={"profile": profile, "results_dir": str(root)},
+            kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=log_output,
+        )  # fmt: skip
+
+    def select() -> None:  # a process of its own, as each stage's kernel is
+        subprocess.run([sys.executable, "-m", "dynamix.cli", "select-policy", "--profile", profile, "--results", str(root), "--no-progress"],
+                       cwd=str(cwd), check=True)
+
     with _results_env(root), _sigterm_as_interrupt():
         for spec in gen.NOTEBOOKS:
             if spec.experiment not in todo:
@@ -151,19 +188,9 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
             if spec.experiment in done:
                 log.info("pipeline %s: stage %s is complete (stage_times.csv); --stages %s reruns it",
                          profile, spec.experiment, spec.experiment)
-                continue
-            out = root / "notebooks" / f"{spec.stem}.ipynb"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            log.info("pipeline %s: stage %s", profile, spec.experiment)
-            t0 = time.perf_counter()
-            complete = False
-            try:
-                papermill.execute_notebook(
-                    str(gen.path(spec)), str(out), parameters={"profile": profile, "results_dir": str(root)},
-                    kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=log_output,
-                )  # fmt: skip
-                complete = True
-            finally:  # an interrupted or failed attempt keeps its time too
-                record_time(root, spec.experiment, time.perf_counter() - t0, started, cfg_hash, complete)
+            else:
+                timed(spec.experiment, lambda: notebook(spec))
+            if spec.experiment == "policy_training" and cfg.experiments.policy_training.select and (
+                    SELECTION not in done or "policy_training" not in done):
+                timed(SELECTION, select)
     return root
