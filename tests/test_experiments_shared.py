@@ -152,3 +152,33 @@ def test_policy_stage_trains_its_seeds_side_by_side_into_the_same_policies(tmp_p
     for name in ("dynamix.zip", "dynamix-s1.zip"):
         a, b = (load_tensors(d / name)["policy"] for d in (one, two))
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_transferred_workloads_policy_is_chosen_as_the_shipped_one_is_on_its_own_model_math(tmp_path, monkeypatch):
+    """With experiments.policy_training.select, the transfer stage ships another workload's policy as the
+    pipeline ships the main one: the validation clusters' choice among its final policy and its
+    snapshots, scored with that workload's own model (not the profile's)."""
+    from dynamix.evaluation import selection
+    from dynamix.experiments import transfer
+
+    cfg = config.load(profile="smoke", overrides={"experiments": {"policy_training": {"select": True}},
+                                                  "rl": {"timesteps": 16, "warm_start_timesteps": 8, "snapshots": [0]}})
+    w = Workload("mlp", "sgd", 0.5)
+    assert (cfg.model.name, cfg.model.width) != (w.model, w.width)
+    final = transfer.policy_for(cfg, w, tmp_path / "transfer")
+    seen = []
+    real = selection.run_and_score
+
+    def spy(groups, candidates, *args, **kw):
+        seen.append(([run_cfg.model for _, run_cfg in groups], dict(candidates)))
+        return real(groups, candidates, *args, **kw)
+
+    monkeypatch.setattr(selection, "run_and_score", spy)
+    path, record, table = transfer.chosen(cfg, w, final, tmp_path / "transfer")
+    (models, candidates), = seen
+    assert {(m.name, m.width) for m in models} == {("mlp", 0.5)}
+    assert list(candidates) == [final.stem, f"{final.stem}-at0"]
+    scored = {k: v for k, v in record["scores"].items() if k in candidates}
+    assert record["chosen"] == f"{min(scored, key=scored.get)}.zip" == path.name and path.exists()
+    assert set(table["workload"]) == {str(w)}
+    assert set(table.loc[table["candidate"], "policy"]) == set(candidates)

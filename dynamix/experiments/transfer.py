@@ -14,12 +14,17 @@ All three run under the same budget (``evaluation.budget``, :func:`~dynamix.eval
 
 A workload's policy is trained with the ``rl`` settings and the workload's model and optimiser
 (:func:`workload_config`); policies are cached in ``out_dir/policies/<workload>.zip`` (resumable), and
-the main policy of the policy_training stage is reused when its workload matches.
+the policy the pipeline ships (:func:`~dynamix.evaluation.policy_names.trained_policy`: the selection's
+choice, else the first seed's) is reused when its workload matches. When the profile chooses what ships
+(``experiments.policy_training.select``), every other workload's policy is chosen the same way
+(:func:`chosen`): among its final policy and its snapshots (``rl.snapshots``), on the validation
+clusters, with that workload's own model math, so both sides of a pair are policies a user would ship.
 
 Outputs: ``runs.csv``, ``summary.csv`` (per pair, policy and seed: time to target, final accuracy),
 ``summary.json`` (means and 95% t intervals; ``ratio_transferred_vs_target`` of times to target;
-``ppo_timesteps`` each compared policy was trained for, per pair),
-``manifest.json``. Figure: time to target per pair and policy.
+``ppo_timesteps`` each compared policy was trained for, per pair; ``selected``, per workload whose
+policy was chosen here: the choice and every candidate's score), ``selection.csv`` (those choices'
+runs, :data:`dynamix.evaluation.selection.TABLE_COLUMNS` and ``workload``), ``manifest.json``. Figure: time to target per pair and policy.
 """
 
 from __future__ import annotations
@@ -31,12 +36,12 @@ import pandas as pd
 
 from dynamix import cluster, io
 from dynamix.config import Config, with_overrides
-from dynamix.evaluation import plan, stats, surrogate_fit
+from dynamix.evaluation import plan, selection, stats, surrogate_fit
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import with_targets
 from dynamix.evaluation.plan import Workload, parse_pair
-from dynamix.evaluation.policy_names import policy_dir
+from dynamix.evaluation.policy_names import policy_dir, trained_policy
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import transfer as plots
 from dynamix.policies.base import PolicySpec
@@ -62,7 +67,7 @@ def policy_for(cfg: Config, w: Workload, out: Path) -> Path:
 
     main = training_config(cfg)
     if (main.model.name, main.model.width, main.optim.name) == (w.model, w.width, w.optimizer):
-        return policy_dir(out) / f"{cfg.experiments.policy_training.name}.zip"
+        return trained_policy(policy_dir(out), cfg.experiments.policy_training.name)
     wcfg = surrogate_fit.on_fitted(with_overrides(cfg, {"rl": {"model": w.model, "width": w.width},
                                                                "optim": plan.optimizer(cfg, w.optimizer)}),
                                    out.parent)
@@ -76,6 +81,25 @@ def train_policies(cfg: Config, workloads: list[Workload], out: Path) -> dict[Wo
     model math, and one training process uses one core."""
     unique = list(dict.fromkeys(workloads))
     return dict(zip(unique, plan.side_by_side(policy_for, [(cfg, w, out) for w in unique], cfg.experiments.jobs)))
+
+
+def chosen(cfg: Config, w: Workload, final: Path, out: Path) -> tuple[Path, dict, pd.DataFrame]:
+    """The policy that ships for workload ``w`` among ``final`` (its training's last policy) and that
+    training's snapshots, chosen on ``experiments.inference.tune_clusters`` with ``w``'s model math as
+    the pipeline's selection chooses the main policy (:mod:`dynamix.evaluation.selection`); returns its
+    path, the record (``chosen`` and every candidate's ``scores``) and the runs' table."""
+    e = cfg.experiments.inference
+    labels = [final.stem, *cfg.rl.snapshot_names(final.stem)]
+    candidates = {label: str(PolicySpec.trained(final.parent / f"{label}.zip")) for label in labels}
+    specs = [cluster.load(c) for c in e.tune_clusters]
+    groups = list(zip(specs, plan.budgeted(cfg, [(spec, workload_config(cfg, w)) for spec in specs], out)))
+    scores, table = selection.run_and_score(groups, candidates, {"per_worker_batch": e.tune_batches,
+                                                                 "global_batch": e.tune_global_batches},
+                                            plan.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
+                                            cache=plan.run_cache(out), progress=False)
+    choice = selection.choose(scores, labels)
+    record = {"chosen": f"{choice}.zip", "scores": {k: round(float(v), 4) for k, v in scores.items()}}
+    return final.parent / f"{choice}.zip", record, table.assign(workload=str(w))
 
 
 def ppo_timesteps(spec: str | PolicySpec) -> int:
@@ -99,6 +123,12 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     parsed = [parse_pair(text) for text in e.pairs]
     run_cfgs = plan.budgeted(cfg, [(spec, workload_config(cfg, dst)) for _, dst in parsed], out)
     trained = train_policies(cfg, [w for pair in parsed for w in pair], out)
+    selected, tables = {}, []
+    if cfg.experiments.policy_training.select:  # the main workload's is the pipeline's choice already
+        for w, final in trained.items():
+            if final.parent == out / "policies":
+                trained[w], selected[str(w)], table = chosen(cfg, w, final, out)
+                tables.append(table)
     for text, (src, dst), wcfg in zip(e.pairs, parsed, run_cfgs):
         pairs.append(text)
         agents = {"transferred": PolicySpec.trained(trained[src]),
@@ -113,6 +143,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["pair"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
+    if tables:
+        io.write_csv(pd.concat(tables, ignore_index=True), out / "selection.csv")
     agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy"], cfg.experiments.ci)
     ratios = {}
     for pair, rows in per_run.groupby("pair", sort=False):
@@ -122,7 +154,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
             ratios.setdefault(pair, {})[f"time_ratio_transferred_vs_{ref}"] = {
                 "estimate": est["estimate"], "ci": [est["ci_lo"], est["ci_hi"]], "n_seeds": est["n_seeds"]}
     summary = {"cluster": spec.name, "pairs": pairs, "by_pair_and_policy": agg.to_dict(orient="records"),
-               "ratios": ratios, "ppo_timesteps": budgets}  # fmt: skip
+               "ratios": ratios, "ppo_timesteps": budgets, "selected": selected}  # fmt: skip
     io.write_json(out / "summary.json", summary)
     write_manifest(out, cfg, NAME, {"cluster_spec": e.cluster})
     return summary
