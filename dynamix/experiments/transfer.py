@@ -24,7 +24,8 @@ Outputs: ``runs.csv``, ``summary.csv`` (per pair, policy and seed: time to targe
 ``summary.json`` (means and 95% t intervals; ``ratio_transferred_vs_target`` of times to target;
 ``ppo_timesteps`` each compared policy was trained for, per pair; ``selected``, per workload whose
 policy was chosen here: the choice and every candidate's score), ``selection.csv`` (those choices'
-runs, :data:`dynamix.evaluation.selection.TABLE_COLUMNS` and ``workload``), ``manifest.json``. Figure: time to target per pair and policy.
+runs, :data:`dynamix.evaluation.selection.TABLE_COLUMNS` and ``workload``), ``manifest.json``.
+Figure: time to target per pair and policy.
 """
 
 from __future__ import annotations

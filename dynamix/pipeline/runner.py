@@ -56,8 +56,10 @@ STAGES = tuple(spec.experiment for spec in gen.NOTEBOOKS)
 SELECTION = "selection"
 """The step between ``policy_training`` and ``inference`` (module docstring), a row of ``stage_times.csv``."""
 
-ORDER = STAGES[:STAGES.index("policy_training") + 1] + (SELECTION,) + STAGES[STAGES.index("policy_training") + 1:]
+_AFTER_TRAINING = STAGES.index("policy_training") + 1
+ORDER = STAGES[:_AFTER_TRAINING] + (SELECTION,) + STAGES[_AFTER_TRAINING:]
 """The rows of ``stage_times.csv`` in the order they run."""
+
 
 def default_root(profile: str) -> Path:
     """Where a profile's pipeline writes: ``results/`` for the DVC-tracked default, else ``results/profiles/<profile>``."""
@@ -178,8 +180,8 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
         )  # fmt: skip
 
     def select() -> None:  # a process of its own, as each stage's kernel is
-        subprocess.run([sys.executable, "-m", "dynamix.cli", "select-policy", "--profile", profile, "--results", str(root), "--no-progress"],
-                       cwd=str(cwd), check=True)
+        subprocess.run([sys.executable, "-m", "dynamix.cli", "select-policy", "--profile", profile,
+                        "--results", str(root), "--no-progress"], cwd=str(cwd), check=True)
 
     with _results_env(root), _sigterm_as_interrupt():
         for spec in gen.NOTEBOOKS:
