@@ -89,14 +89,14 @@ def chosen(cfg: Config, w: Workload, final: Path, out: Path) -> tuple[Path, dict
     training's snapshots, chosen on ``experiments.inference.tune_clusters`` with ``w``'s model math as
     the pipeline's selection chooses the main policy (:mod:`dynamix.evaluation.selection`); returns its
     path, the record (``chosen`` and every candidate's ``scores``) and the runs' table."""
-    e = cfg.experiments.inference
     labels = [final.stem, *cfg.rl.snapshot_names(final.stem)]
     candidates = {label: str(PolicySpec.trained(final.parent / f"{label}.zip")) for label in labels}
-    specs = [cluster.load(c) for c in e.tune_clusters]
+    specs = [cluster.load(c) for c in cfg.experiments.inference.tune_clusters]
     groups = list(zip(specs, plan.budgeted(cfg, [(spec, workload_config(cfg, w)) for spec in specs], out)))
-    scores, table = selection.run_and_score(groups, candidates, {"per_worker_batch": e.tune_batches,
-                                                                 "global_batch": e.tune_global_batches},
-                                            plan.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
+    sweeps = {"per_worker_batch": cfg.experiments.inference.tune_batches,
+              "global_batch": cfg.experiments.inference.tune_global_batches}
+    seeds = plan.seeds(cfg)[: cfg.experiments.inference.tune_seeds]
+    scores, table = selection.run_and_score(groups, candidates, sweeps, seeds, cfg.experiments.jobs,
                                             cache=plan.run_cache(out), progress=False)
     choice = selection.choose(scores, labels)
     record = {"chosen": f"{choice}.zip", "scores": {k: round(float(v), 4) for k, v in scores.items()}}

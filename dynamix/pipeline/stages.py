@@ -93,7 +93,11 @@ READS: dict[str, Reads] = {
         # trains a policy on each target workload, as policy_training does; the Adam workload's LR
         params=(*AGENT, "data", "model", "optim", "train", "batch", *EXPERIMENT_RUNS, "experiments.transfer",
                 "experiments.baselines", "experiments.policy_training.name",
-                "experiments.policy_training.timesteps", "experiments.inference.adam_lr", *BUDGET),
+                "experiments.policy_training.timesteps", "experiments.policy_training.select",
+                # a profile that selects chooses each trained workload's policy on the validation clusters
+                "experiments.inference.adam_lr", "experiments.inference.tune_clusters",
+                "experiments.inference.tune_batches", "experiments.inference.tune_global_batches",
+                "experiments.inference.tune_seeds", *BUDGET),
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
     ),
     "claims": Reads(
