@@ -28,8 +28,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from dynamix import cluster
 from dynamix.cluster import ClusterSpec
 from dynamix.config import Config
+from dynamix.evaluation import plan
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation import tuning
@@ -74,3 +76,19 @@ def scores(table: pd.DataFrame, order: Sequence[str]) -> pd.Series:
 def choose(scores: pd.Series, candidates: Sequence[str]) -> str:
     """The candidate with the lowest score (the first listed on a tie)."""
     return str(scores.reindex(list(candidates)).idxmin())
+
+
+def on_validation(cfg: Config, candidates: Mapping[str, str], run_cfg: Config, out: Path,
+                  progress: bool = True) -> tuple[str, pd.Series, pd.DataFrame, list[ClusterSpec]]:
+    """The choice among ``candidates`` (label -> policy spec) on ``experiments.inference.tune_clusters``
+    over ``tune_seeds`` seeds, each run under ``run_cfg`` (the workload's simulated config) budgeted per
+    cluster, beside the tuning sweeps (:func:`run_and_score`, :func:`choose`); returns the chosen label,
+    the scores, the runs' table and the clusters. The pipeline's selection and the transfer stage's
+    choice of another workload's policy both choose through here."""
+    e = cfg.experiments.inference
+    specs = [cluster.load(c) for c in e.tune_clusters]
+    groups = list(zip(specs, plan.budgeted(cfg, [(spec, run_cfg) for spec in specs], out)))
+    sweeps = {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches}
+    scores, table = run_and_score(groups, candidates, sweeps, plan.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
+                                  cache=plan.run_cache(out), progress=progress)
+    return choose(scores, list(candidates)), scores, table, specs

@@ -91,14 +91,7 @@ def chosen(cfg: Config, w: Workload, final: Path, out: Path) -> tuple[Path, dict
     path, the record (``chosen`` and every candidate's ``scores``) and the runs' table."""
     labels = [final.stem, *cfg.rl.snapshot_names(final.stem)]
     candidates = {label: str(PolicySpec.trained(final.parent / f"{label}.zip")) for label in labels}
-    specs = [cluster.load(c) for c in cfg.experiments.inference.tune_clusters]
-    groups = list(zip(specs, plan.budgeted(cfg, [(spec, workload_config(cfg, w)) for spec in specs], out)))
-    sweeps = {"per_worker_batch": cfg.experiments.inference.tune_batches,
-              "global_batch": cfg.experiments.inference.tune_global_batches}
-    seeds = plan.seeds(cfg)[: cfg.experiments.inference.tune_seeds]
-    scores, table = selection.run_and_score(groups, candidates, sweeps, seeds, cfg.experiments.jobs,
-                                            cache=plan.run_cache(out), progress=False)
-    choice = selection.choose(scores, labels)
+    choice, scores, table, _ = selection.on_validation(cfg, candidates, workload_config(cfg, w), out, progress=False)
     record = {"chosen": f"{choice}.zip", "scores": {k: round(float(v), 4) for k, v in scores.items()}}
     return final.parent / f"{choice}.zip", record, table.assign(workload=str(w))
 

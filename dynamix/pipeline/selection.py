@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from dynamix import cluster, io
+from dynamix import io
 from dynamix.config import Config, ConfigError
 from dynamix.evaluation import plan, policy_names, selection
 from dynamix.pipeline.manifest import write_manifest
@@ -44,14 +44,9 @@ def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:
     e = cfg.experiments.inference
     pdir = policy_names.policy_dir(out)
     candidates = seed_candidates(cfg, pdir)
-    specs = [cluster.load(c) for c in e.tune_clusters]
     opt = e.optimizers[0]
-    run_cfgs = plan.budgeted(cfg, [(spec, plan.sim_config(cfg, optim=plan.optimizer(cfg, opt))) for spec in specs], out)
-    sweeps = {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches}
-    scores, table = selection.run_and_score(list(zip(specs, run_cfgs)), candidates, sweeps,
-                                            plan.seeds(cfg)[: e.tune_seeds], cfg.experiments.jobs,
-                                            cache=plan.run_cache(out), progress=progress)
-    choice = selection.choose(scores, list(candidates))
+    choice, scores, table, specs = selection.on_validation(
+        cfg, candidates, plan.sim_config(cfg, optim=plan.optimizer(cfg, opt)), out, progress)
     from dynamix.rl.artifact import sha256
 
     summary = {
