@@ -179,3 +179,15 @@ def test_times_at_other_target_levels_come_from_the_same_windows():
     t = table.pivot(index="run_id", columns="level", values="time_to_target_s")
     assert t.loc["r0", 0.9] <= t.loc["r0", 0.95] <= t.loc["r0", 0.98]
     assert math.isnan(t.loc["r1", 0.98]) and table.loc[table["level"] == 0.98, "target_accuracy"].iloc[0] == pytest.approx(0.57 * 0.98)
+
+
+def test_transfer_ratios_never_call_the_missing_policy_faster():
+    """A transferred policy that misses every seed stays in the table, slower than each reference."""
+    from dynamix.experiments import transfer
+
+    cell = {"transferred": CELL["dynamix"], "target-trained": CELL["lbbsp"], "static:64": CELL["static:64"]}
+    s = summary({"c": cell}).assign(pair="a->b").drop(columns="cluster")
+    r = transfer.ratios(s, 0.95)["a->b"]
+    assert set(r) == {"time_ratio_transferred_vs_target-trained", "time_ratio_transferred_vs_static:64"}
+    assert all(v["estimate"] > 1 for v in r.values())
+    assert r["time_ratio_transferred_vs_static:64"]["missed"] == {"transferred": 5, "static:64": 0}

@@ -21,7 +21,8 @@ choice, else the first seed's) is reused when its workload matches. When the pro
 clusters, with that workload's own model math, so both sides of a pair are policies a user would ship.
 
 Outputs: ``runs.csv``, ``summary.csv`` (per pair, policy and seed: time to target, final accuracy),
-``summary.json`` (means and 95% t intervals; ``ratio_transferred_vs_target`` of times to target;
+``summary.json`` (means and 95% t intervals; ``ratios``, per pair, the transferred policy's time to
+target over each other policy's, :func:`ratios`;
 ``ppo_timesteps`` each compared policy was trained for, per pair; ``selected``, per workload whose
 policy was chosen here: the choice and every candidate's score), ``selection.csv`` (those choices'
 runs, :data:`dynamix.evaluation.selection.TABLE_COLUMNS` and ``workload``), ``manifest.json``.
@@ -40,7 +41,7 @@ from dynamix.config import Config, with_overrides
 from dynamix.evaluation import plan, selection, stats, surrogate_fit
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
-from dynamix.evaluation.targets import with_targets
+from dynamix.evaluation.targets import censored_time, missed, with_targets
 from dynamix.evaluation.plan import Workload, parse_pair
 from dynamix.evaluation.policy_names import policy_dir, trained_policy
 from dynamix.pipeline.manifest import read_manifest, write_manifest
@@ -109,6 +110,24 @@ def policy_name(w: Workload) -> str:
     return io.slug(str(w)).replace(".", "p")
 
 
+def ratios(per_run: pd.DataFrame, ci: float) -> dict:
+    """Per pair and reference policy: the transferred policy's time to target over the reference's,
+    paired by seed (geometric mean, t interval of the logs), under the one censoring rule
+    (:func:`~dynamix.evaluation.targets.censored_time`: a miss counts at the pair's longest run), with
+    the runs each side missed. A transferred policy that misses every seed is therefore slower, never
+    absent from the table."""
+    out: dict = {}
+    for pair, rows in per_run.groupby("pair", sort=False):
+        t = stats.paired(rows, censored_time(rows), ["pair"]).droplevel("pair")
+        lost = rows.assign(_m=missed(rows)).groupby("policy")["_m"].sum()
+        for ref in [c for c in t.columns if c != "transferred"]:
+            est = stats.ratio_interval((t["transferred"] / t[ref]).tolist(), ci)
+            out.setdefault(pair, {})[f"time_ratio_transferred_vs_{ref}"] = {
+                "estimate": est["estimate"], "ci": [est["ci_lo"], est["ci_hi"]], "n_seeds": est["n_seeds"],
+                "missed": {"transferred": int(lost["transferred"]), ref: int(lost[ref])}}
+    return out
+
+
 def run(cfg: Config, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     e = cfg.experiments.transfer
@@ -140,15 +159,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     if tables:
         io.write_csv(pd.concat(tables, ignore_index=True), out / "selection.csv")
     agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy"], cfg.experiments.ci)
-    ratios = {}
-    for pair, rows in per_run.groupby("pair", sort=False):
-        t = rows.pivot_table(index="seed", columns="policy", values="time_to_target_s", aggfunc="first")
-        for ref in [c for c in t.columns if c != "transferred"]:
-            est = stats.ratio_interval((t["transferred"] / t[ref]).tolist(), cfg.experiments.ci)
-            ratios.setdefault(pair, {})[f"time_ratio_transferred_vs_{ref}"] = {
-                "estimate": est["estimate"], "ci": [est["ci_lo"], est["ci_hi"]], "n_seeds": est["n_seeds"]}
     summary = {"cluster": spec.name, "pairs": pairs, "by_pair_and_policy": agg.to_dict(orient="records"),
-               "ratios": ratios, "ppo_timesteps": budgets, "selected": selected}  # fmt: skip
+               "ratios": ratios(per_run, cfg.experiments.ci), "ppo_timesteps": budgets, "selected": selected}  # fmt: skip
     io.write_json(out / "summary.json", summary)
     write_manifest(out, cfg, NAME, {"cluster_spec": e.cluster})
     return summary
