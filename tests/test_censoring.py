@@ -63,7 +63,7 @@ def test_the_old_rule_would_have_called_the_missing_policy_fastest():
 def test_claims_never_call_the_missing_policy_faster(cfg):
     s = summary()
     for ref in ("lbbsp", "gns", "static:128"):
-        (cell,) = claims.ratio_cells(s, ["cluster", "optimizer"], "dynamix", ref)
+        (cell,) = targets.ratio_cells(s, ["cluster", "optimizer"], "dynamix", ref)
         assert (cell > 1).all(), ref
     per = claims.per_cluster(s, cfg).set_index("reference")
     assert (per["estimate"] > 1).all()

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dynamix.config import Config
+from dynamix.evaluation import stats
 
 
 def time_to_target(frame: pd.DataFrame, target: float) -> float:
@@ -117,6 +118,16 @@ def censored_time(summary: pd.DataFrame) -> pd.Series:
     missing the target look fast.) Every time comparison of the project reads times through this
     function; ``summary`` must hold the whole cell, since tau is read from it."""
     return summary["time_to_target_s"].astype(float).fillna(horizon(summary))
+
+
+def ratio_cells(per_run: pd.DataFrame, keys: list[str], num: str, den: str) -> list[pd.Series]:
+    """Per group of ``keys``: the per-seed ratios of censored times (:func:`censored_time`) ``num`` /
+    ``den``, indexed by seed; none when either policy is absent."""
+    t = stats.paired(per_run, censored_time(per_run), keys)
+    if num not in t.columns or den not in t.columns:
+        return []
+    r = t[num] / t[den]
+    return [g.droplevel(list(range(len(keys)))) for _, g in r.groupby(level=list(range(len(keys))), sort=False)]
 
 
 def at_levels(per_run: pd.DataFrame, runs: pd.DataFrame, levels, fraction: float) -> pd.DataFrame:

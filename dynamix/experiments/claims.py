@@ -31,7 +31,7 @@ from dynamix.evaluation import stats
 from dynamix.evaluation.oracle import BOUNDS, ORACLE
 from dynamix.evaluation.policy_names import TUNED_GLOBAL_LBBSP, TUNED_LBBSP
 from dynamix.evaluation.sim2real import ratios as sim2real_ratios
-from dynamix.evaluation.targets import censored_time, missed
+from dynamix.evaluation.targets import censored_time, missed, ratio_cells
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.plots import claims as plots
 from dynamix.rl.actions import scheme_of
@@ -195,15 +195,6 @@ def up_to_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
             out.append({"claim": claim, "kind": kind, "paper": paper, "paper_says": paper_says, "unit": unit,
                         **est, "null": 0.0, "side": "above", "where": where, "missed": lost})  # fmt: skip
     return out
-
-
-def ratio_cells(per_run: pd.DataFrame, keys: list[str], num: str, den: str) -> list[pd.Series]:
-    """Per group of ``keys``: the per-seed ratios of censored times ``num`` / ``den``, indexed by seed."""
-    t = stats.paired(per_run, censored_time(per_run), keys)
-    if num not in t.columns or den not in t.columns:
-        return []
-    r = t[num] / t[den]
-    return [g.droplevel(list(range(len(keys)))) for _, g in r.groupby(level=list(range(len(keys))), sort=False)]
 
 
 def _ratio_row(claim: str, kind: str, paper_says: str, est: dict, where: str, **extra) -> dict:

@@ -41,7 +41,7 @@ from dynamix.config import Config, with_overrides
 from dynamix.evaluation import plan, selection, stats, surrogate_fit
 from dynamix.evaluation.runner import SimTask, run_simulations
 from dynamix.evaluation.runs import run_summary
-from dynamix.evaluation.targets import censored_time, missed, with_targets
+from dynamix.evaluation.targets import missed, ratio_cells, with_targets
 from dynamix.evaluation.plan import Workload, parse_pair
 from dynamix.evaluation.policy_names import policy_dir, trained_policy
 from dynamix.pipeline.manifest import read_manifest, write_manifest
@@ -118,10 +118,10 @@ def ratios(per_run: pd.DataFrame, ci: float) -> dict:
     absent from the table."""
     out: dict = {}
     for pair, rows in per_run.groupby("pair", sort=False):
-        t = stats.paired(rows, censored_time(rows), ["pair"]).droplevel("pair")
         lost = rows.assign(_m=missed(rows)).groupby("policy")["_m"].sum()
-        for ref in [c for c in t.columns if c != "transferred"]:
-            est = stats.ratio_interval((t["transferred"] / t[ref]).tolist(), ci)
+        for ref in [p for p in dict.fromkeys(rows["policy"]) if p != "transferred"]:
+            (cell,) = ratio_cells(rows, ["pair"], "transferred", ref)
+            est = stats.ratio_interval(cell.tolist(), ci)
             out.setdefault(pair, {})[f"time_ratio_transferred_vs_{ref}"] = {
                 "estimate": est["estimate"], "ci": [est["ci_lo"], est["ci_hi"]], "n_seeds": est["n_seeds"],
                 "missed": {"transferred": int(lost["transferred"]), ref: int(lost[ref])}}
