@@ -41,16 +41,16 @@ from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config, DataConfig, with_overrides
 from dynamix.data import load_dataset
 from dynamix.evaluation.budget import budget_time_s, check_budget, reference_policy, time_budget_config
-from dynamix.evaluation import executor
+from dynamix.evaluation import executor, replay
 from dynamix.evaluation.cache import cache_path, cached_run, store
 from dynamix.evaluation.runs import run_totals
 from dynamix.evaluation.targets import set_targets
 from dynamix.metrics.schema import RUNS_COLUMNS
-from dynamix.policies.base import BatchSizePolicy, Bounds, PolicySpec, make_policy
+from dynamix.policies.base import BatchSizePolicy, Bounds, PolicySpec, check_first_decision, make_policy
 from dynamix.rl.artifact import artifact_paths
 from dynamix.sim import progress as surrogate
 from dynamix.sim.cluster import calibrated_cost
-from dynamix.sim.run import simulate
+from dynamix.sim.run import Decisions, backend_label, drive, policy_context, simulate, virtual_cluster
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +87,33 @@ def _dataset(data_cfg: DataConfig):
     return load_dataset(data_cfg)
 
 
-def _simulate(task: SimTask, cost: CostModel, policy: BatchSizePolicy) -> pd.DataFrame:
-    """The simulator's rows of one task, timed by ``cost`` (no cache)."""
+def _simulate(task: SimTask, cost: CostModel, policy: BatchSizePolicy, trace: Decisions | None = None) -> pd.DataFrame:
+    """The simulator's rows of one task, timed by ``cost`` (no cache); its decisions appended to ``trace``."""
     if task.cfg.train.threads:
         torch.set_num_threads(task.cfg.train.threads)
-    return simulate(task.spec, task.cfg, policy, task.seed, progress=False, data=_dataset(task.cfg.data), cost=cost)
+    return simulate(task.spec, task.cfg, policy, task.seed, progress=False, data=_dataset(task.cfg.data), cost=cost,
+                    trace=trace)
+
+
+def _replay(task: SimTask, cost: CostModel, policy: BatchSizePolicy,
+            candidates: Iterator[tuple[Path, Decisions]]) -> tuple[pd.DataFrame, Decisions] | None:
+    """The task's run served from a cached run of ``candidates`` that ``policy`` reproduces, or None
+    (:mod:`dynamix.evaluation.replay`)."""
+    runs = list(candidates)
+    if not runs or not replay.replayable(task.cfg, policy):
+        return None
+    cfg = task.cfg
+    cluster = virtual_cluster(task.spec, cfg, data=None if cfg.sim.backend == "surrogate" else _dataset(cfg.data),
+                              seed=task.seed, cost=cost)
+    ctx = policy_context(cluster, cfg, task.seed)
+    policy.reset(ctx)
+    first = check_first_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds, ctx.dataset_size)
+
+    def run(frame: pd.DataFrame, decisions: Decisions) -> pd.DataFrame:
+        return drive(replay.Recorded(cluster, frame, decisions), task.spec, cfg, policy, task.seed,
+                     backend_label(cfg), progress=False)
+
+    return replay.replayed(runs, (first.batch_sizes, first.lr_scale), run)
 
 
 def _clamped(task: SimTask, policy: BatchSizePolicy, frame: pd.DataFrame) -> pd.DataFrame:
@@ -103,11 +125,14 @@ def _clamped(task: SimTask, policy: BatchSizePolicy, frame: pd.DataFrame) -> pd.
 def simulate_task(task: SimTask, policy: BatchSizePolicy, cost: CostModel,
                   cache: Path | None = None) -> pd.DataFrame:
     """The simulator's rows of one task under ``policy``, the one made from its spec
-    (:func:`made_policies`, :func:`_worker_policy`), read back from ``cache`` when it ran before, timed
+    (:func:`made_policies`, :func:`_worker_policy`), read back from ``cache`` when it ran before (or
+    replayed from a cached run with the same decisions, :mod:`dynamix.evaluation.replay`), timed
     by ``cost``, with a ``clamped`` column: True when the policy cannot run as its spec asks on this
     cluster (a global batch its workers cannot hold within ``batch.min``/``batch.max``; the simulator
     logs why)."""
-    frame = cached_run(cache, task.cfg, cost, task.spec, policy, task.seed, lambda: _simulate(task, cost, policy))
+    frame = cached_run(cache, task.cfg, cost, task.spec, policy, task.seed,
+                       lambda trace: _simulate(task, cost, policy, trace),
+                       lambda candidates: _replay(task, cost, policy, candidates))
     return _clamped(task, policy, frame)
 
 
@@ -149,9 +174,10 @@ SHIPPED_SURROGATE = "surrogate/model.json"
 """The fitted surrogate's name among a shipped run's files (:func:`_files`)."""
 
 
-def simulate_shipped(task: SimTask, cost: CostModel, files: Mapping[str, bytes]) -> pd.DataFrame:
+def simulate_shipped(task: SimTask, cost: CostModel, files: Mapping[str, bytes]) -> tuple[pd.DataFrame, Decisions]:
     """:func:`_simulate` on a Ray node, the run's policy and surrogate read from the ``files`` the driver
-    shipped (:func:`_files`), written to this node first (:func:`~dynamix.evaluation.executor.materialize`)."""
+    shipped (:func:`_files`), written to this node first (:func:`~dynamix.evaluation.executor.materialize`);
+    the rows and the run's decisions."""
     if files:
         folder = executor.materialize(files)
         if task.policy.path is not None:
@@ -160,7 +186,8 @@ def simulate_shipped(task: SimTask, cost: CostModel, files: Mapping[str, bytes])
         if SHIPPED_SURROGATE in files:
             shipped_surrogate = {"sim": {"surrogate": str(folder / SHIPPED_SURROGATE)}}
             task = dataclasses.replace(task, cfg=with_overrides(task.cfg, shipped_surrogate))
-    return _simulate(task, cost, _worker_policy(task.policy))
+    trace: Decisions = []
+    return _simulate(task, cost, _worker_policy(task.policy), trace), trace
 
 
 def workload_costs(tasks: Sequence[SimTask]) -> list[CostModel]:
@@ -211,19 +238,25 @@ def _in_pool(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path |
 
 def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None, cpus: int,
             policies: Mapping[PolicySpec, BatchSizePolicy]) -> Iterator[tuple[int, pd.DataFrame]]:
-    """(index, rows) of every task: the cached runs read here, the others simulated as Ray tasks
-    (:func:`simulate_shipped`, with the files they read) and cached here as their rows arrive, so this
-    process alone touches the cache; ``cpus``: those of a Ray started here; ``policies``: each task's
-    policy by spec, for the cache keys."""
+    """(index, rows) of every task: the cached runs read (or replayed, :func:`_replay`) here, the others
+    simulated as Ray tasks (:func:`simulate_shipped`, with the files they read) and cached here with their
+    decisions as their rows arrive, so this process alone touches the cache; ``cpus``: those of a Ray
+    started here; ``policies``: each task's policy by spec, for the cache keys."""
     executor.connect(tasks[0].cfg.executor, cpus)
     where = [cache_path(cache, t.cfg, costs[i], t.spec, policies[t.policy], t.seed) if cache is not None else None
              for i, t in enumerate(tasks)]
     todo = []
     for i, t in enumerate(tasks):
-        if where[i] is not None and where[i].exists():
-            yield i, _clamped(t, policies[t.policy], pd.read_csv(where[i]))
-        else:
+        path, policy = where[i], policies[t.policy]
+        if path is not None and path.exists():
+            yield i, _clamped(t, policy, pd.read_csv(path))
+            continue
+        found = _replay(t, costs[i], policy, replay.sources(path, t.spec, t.seed)) if path is not None else None
+        if found is None:
             todo.append(i)
+            continue
+        store(path, found[0], t.spec, t.seed, found[1])
+        yield i, _clamped(t, policy, found[0])
     packed: dict[tuple[PolicySpec, Path | None], dict[str, bytes]] = {}
     calls = []
     for i in todo:
@@ -233,10 +266,10 @@ def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | 
             packed[key] = _files(*key)
         calls.append((t, costs[i], packed[key]))
     gpus = [tasks[i].cfg.train.device.startswith("cuda") for i in todo]
-    for j, frame in executor.ray_map(simulate_shipped, calls, gpus):
+    for j, (frame, decisions) in executor.ray_map(simulate_shipped, calls, gpus):
         i = todo[j]
         if where[i] is not None:
-            store(where[i], frame)
+            store(where[i], frame, tasks[i].spec, tasks[i].seed, decisions)
         yield i, _clamped(tasks[i], policies[tasks[i].policy], frame)
 
 

@@ -68,39 +68,65 @@ def policy_context(cluster: ClusterClock, cfg: Config, seed: int) -> PolicyConte
 
 def run_id(spec: ClusterSpec, policy: BatchSizePolicy, seed: int) -> str:
     """Deterministic id (no timestamps): reruns overwrite rather than pile up."""
-    return f"sim-{spec.name}-{policy.name}-seed{seed}".replace("/", "_").replace(":", "-")
+    return run_prefix(spec) + f"{policy.name}-seed{seed}".replace("/", "_").replace(":", "-")
+
+
+def run_prefix(spec: ClusterSpec) -> str:
+    """What the ids of every run on ``spec`` start with (:func:`run_id`)."""
+    return f"sim-{spec.name}-".replace("/", "_").replace(":", "-")
+
+
+def backend_label(cfg: Config) -> str:
+    """The ``backend`` column of a simulated run's rows: ``surrogate`` under ``sim.backend: surrogate``, else ``sim``."""
+    return "surrogate" if cfg.sim.backend == "surrogate" else "sim"
+
+
+Decisions = list[tuple[tuple[int, ...], float]]
+"""A run's decision trace: per window, the batch sizes and learning-rate scale it ran at (the arguments of
+``run_window``, after :func:`~dynamix.policies.base.check_decision`)."""
 
 
 def simulate(spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int,
              out_dir: str | Path | None = None, progress: bool = True, data: Cifar10 | None = None,
-             cost: CostModel | None = None) -> pd.DataFrame:
-    """Train ``cfg.model`` on the virtual cluster under ``policy``; rows of ``runs.csv``."""
+             cost: CostModel | None = None, trace: Decisions | None = None) -> pd.DataFrame:
+    """Train ``cfg.model`` on the virtual cluster under ``policy``; rows of ``runs.csv``. ``trace``: a list
+    that receives the run's decisions (:data:`Decisions`; the run cache keeps them,
+    :mod:`dynamix.evaluation.replay`)."""
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     cluster = virtual_cluster(spec, cfg, data=data, seed=seed, cost=cost)
-    ctx = policy_context(cluster, cfg, seed)
     policy.foresee(ClusterForesight(cluster))
+    frame = drive(cluster, spec, cfg, policy, seed, backend_label(cfg), progress=progress, trace=trace)
+    if out_dir is not None:
+        out = Path(out_dir)
+        io.write_csv(frame, out / "runs.csv")
+        log.info("wrote %d rows to %s", len(frame), out / "runs.csv")
+    return frame
+
+
+def drive(cluster, spec: ClusterSpec, cfg: Config, policy: BatchSizePolicy, seed: int, backend: str,
+          progress: bool = True, trace: Decisions | None = None) -> pd.DataFrame:
+    """The run's loop (module docstring) on ``cluster``: a :class:`ClusterClock`, or anything with its
+    ``n_workers``, ``n_train``, ``total_iters``, ``iteration``, ``done`` and ``run_window`` (a recorded
+    run, :class:`dynamix.evaluation.replay.Recorded`); the rows, labelled ``backend``."""
+    ctx = policy_context(cluster, cfg, seed)
     policy.reset(ctx)
     unmet = policy.unmet_request(ctx.n_workers, ctx.bounds)
     if unmet:
         log.warning("%s on %s: %s", policy.name, spec.name, unmet)
     decision = check_first_decision(policy.initial(ctx), ctx.n_workers, ctx.bounds, ctx.dataset_size)
-    backend = "surrogate" if cfg.sim.backend == "surrogate" else "sim"
     key = {"run_id": run_id(spec, policy, seed), "backend": backend, "policy": policy.name, "seed": seed}
     rows: list[dict] = []
     bar = tqdm(total=cluster.total_iters, desc=f"sim {spec.name} {policy.name}", unit="it",
                disable=not progress, mininterval=1.0)
     while not cluster.done:
         before = cluster.iteration
+        if trace is not None:
+            trace.append((decision.batch_sizes, decision.lr_scale))
         workers, glob = cluster.run_window(decision.batch_sizes, decision.lr_scale)
         rows.extend(window_rows(key, glob, workers))
         bar.update(cluster.iteration - before)
         bar.set_postfix(B=glob.global_batch, test_acc=f"{glob.test_acc:.3f}", t=f"{glob.elapsed_s:.0f}s")
         decision = check_decision(policy.decide(workers, glob), ctx.n_workers, ctx.bounds)
     bar.close()
-    frame = pd.DataFrame(rows, columns=RUNS_COLUMNS)
-    if out_dir is not None:
-        out = Path(out_dir)
-        io.write_csv(frame, out / "runs.csv")
-        log.info("wrote %d rows to %s", len(frame), out / "runs.csv")
-    return frame
+    return pd.DataFrame(rows, columns=RUNS_COLUMNS)
