@@ -299,3 +299,12 @@ def test_on_another_cpu_model_a_rerun_agrees_within_the_intervals_and_every_verd
     assert not same_cpu_model(None, amd["cpu"]) and not same_cpu_model({"vendor": "", "family": "", "model": ""}, {})
     found = disagreements(amd["claims"], intel["claims"], same_cpu=False)
     assert len(found) == 2 and all("best static batch size" in line and ": verdict " in line for line in found)
+
+
+def test_the_teacher_spec_is_the_rule_the_warm_start_imitates():
+    """With a floor per worker (under a residual span) the warm start imitates max(m, N p) samples split by
+    speed (dynamix.rl.warmstart), which is LB-BSP with that floor, not LB-BSP at m: at m = p = 64 (the
+    converged profile) 64 N samples, LB-BSP's own split; without one, LB-BSP at m."""
+    converged = config.load(profile="converged")
+    assert claims.teacher_spec(converged) == "lbbsp:batch=64,per_worker=64"
+    assert claims.teacher_spec(config.load(overrides={"rl": {"warm_start_batch": 256}})) == "lbbsp:batch=256"

@@ -245,8 +245,12 @@ def transfer_rows(tr: pd.DataFrame, cfg: Config,
 
 def teacher_spec(cfg: Config) -> str:
     """The rule the agent's warm start imitates (:mod:`dynamix.rl.warmstart`): LB-BSP's split of a global
-    batch of ``rl.warm_start_batch`` (``lbbsp:batch=512`` by default), or of the current one when 0."""
-    return f"lbbsp:batch={cfg.rl.warm_start_batch}" if cfg.rl.warm_start_batch > 0 else "lbbsp"
+    batch of ``rl.warm_start_batch`` (``lbbsp:batch=512`` by default), at least ``rl.residual_per_worker``
+    per worker when that is set, or of the current one when 0."""
+    m, floor = cfg.rl.warm_start_batch, cfg.rl.residual_per_worker
+    if m <= 0:
+        return "lbbsp"
+    return f"lbbsp:batch={m}" + (f",per_worker={floor}" if floor and cfg.rl.residual_span else "")
 
 
 def ours_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:

@@ -101,9 +101,10 @@ READS: dict[str, Reads] = {
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
     ),
     "claims": Reads(
-        # the teacher rule the agent is compared with: rl.warm_start_batch
+        # the teacher rule the agent is compared with: rl.warm_start_batch, its floor per worker under a span
         params=("experiments.ci", "experiments.tie_margin", "experiments.tie_margin_pts",
-                "experiments.sim2real.published", "evaluation.target_fraction", "rl.warm_start_batch"),
+                "experiments.sim2real.published", "evaluation.target_fraction", "rl.warm_start_batch",
+                "rl.residual_per_worker", "rl.residual_span"),
         files=(
             "results/inference/summary.csv",
             "results/inference/levels.csv",  # times to target at the other levels
