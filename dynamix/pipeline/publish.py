@@ -35,8 +35,11 @@ PUBLISHED = {
     "compression/summary.csv": "compression_summary.csv",
     "compression/compression.csv": "compression.csv",
     "stage_times.csv": "stage_times.csv",
+    "claims/manifest.json": "claims_manifest.json",
 }
-"""Results-root file -> its name in ``docs/expected/<profile>/`` (:func:`publish`)."""
+"""Results-root file -> its name in ``docs/expected/<profile>/`` (:func:`publish`). The claims stage's
+manifest carries the settings the published claims were computed with, so they can be recomputed after
+``params.yaml`` has moved on (``tests/test_expected.py``)."""
 
 
 def publish(profile: str, root: str | Path | None = None, dest: str | Path | None = None,
