@@ -11,15 +11,14 @@ import pandas as pd
 import pytest
 
 from dynamix import config
-from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.metrics.schema import RUNS_COLUMNS
-from dynamix.models import build_model, gradient_bytes
 from dynamix.evaluation import stats
 from dynamix.evaluation.compare import compare
 from dynamix.evaluation.runner import SimTask, evaluate, run_simulations, run_tasks
 from dynamix.evaluation.runs import run_summary
 from dynamix.evaluation.targets import time_to_target
+from helpers.rl import tiny_cost, two_speed
 
 REQUIRED = ["policy", "seed", "time_to_target_s", "final_accuracy", "total_time_s", "target_accuracy"]
 
@@ -31,9 +30,7 @@ def setup():
         "batch": {"min": 8, "max": 64, "initial": 16, "window": 2},
         "train": {"threads": 1, "epochs": 0.04, "eval_every": 2, "eval_samples": 200},
     })
-    spec = ClusterSpec(name="two-speed", workers=(WorkerSpec(DeviceProfile("a", 1.0)), WorkerSpec(DeviceProfile("b", 0.25))))
-    cost = CostModel(a_ms=1.0, c_ms_per_sample=0.05, gradient_bytes=gradient_bytes(build_model("mlp", 0.0625)))
-    return cfg, spec, cost
+    return cfg, two_speed(), tiny_cost()
 
 
 def test_evaluate_writes_the_contract_and_derives_the_target(setup, tmp_path):

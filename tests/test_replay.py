@@ -14,8 +14,8 @@ from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.evaluation import replay, runner
 from dynamix.evaluation.runner import SimTask, run_tasks
-from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy, PolicySpec
+from helpers.rl import tiny_cost, two_speed
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,9 +30,7 @@ def setup():
         "batch": {"min": 8, "max": 256, "initial": 32, "window": 2},
         "train": {"threads": 1, "epochs": 0.08, "eval_every": 2, "eval_samples": 200},
     })
-    spec = ClusterSpec(name="two-speed", workers=(WorkerSpec(DeviceProfile("a", 1.0)), WorkerSpec(DeviceProfile("b", 0.25))))
-    cost = CostModel(a_ms=1.0, c_ms_per_sample=0.05, gradient_bytes=gradient_bytes(build_model("mlp", 0.0625)))
-    return cfg, spec, cost
+    return cfg, two_speed(), tiny_cost()
 
 
 def _counting(monkeypatch) -> list[str]:
@@ -120,7 +118,7 @@ def test_a_trained_agent_shipped_twice_is_replayed(tmp_path, monkeypatch):
                                                    "train": {"threads": 1, "epochs": 0.6, "eval_samples": 200}})
     spec = ClusterSpec(name="mixed-4", workers=tuple(WorkerSpec(DeviceProfile(n, s)) for n, s in
                                                      (("a", 1.0), ("b", 1.0), ("c", 0.5), ("d", 0.25))))
-    cost = CostModel(a_ms=1.0, c_ms_per_sample=0.05, gradient_bytes=gradient_bytes(build_model("mlp", 0.0625)))
+    cost = tiny_cost()
     for suffix in (".zip", ".json"):
         (tmp_path / f"twin{suffix}").write_bytes(COMMITTED_AGENT.with_suffix(suffix).read_bytes())
     agent, twin = SimTask(spec, cfg, f"dynamix:{COMMITTED_AGENT}", 0), SimTask(spec, cfg, f"dynamix:{tmp_path / 'twin.zip'}", 0)

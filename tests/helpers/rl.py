@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dynamix import config
+from dynamix.cluster import ClusterSpec, DeviceProfile, WorkerSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.metrics.schema import GlobalWindow, WorkerWindow
 from dynamix.models import build_model, gradient_bytes
@@ -22,6 +23,11 @@ def rl_cfg(**rl) -> config.Config:
                "warm_start_batch": 64, **rl},  # the default 512 exceeds what these bounds allow 2 workers
     }
     return config.load(overrides=over)
+
+
+def two_speed() -> ClusterSpec:
+    """Two workers at speeds 1 and 0.25: any balancing rule moves the split."""
+    return ClusterSpec(name="two-speed", workers=(WorkerSpec(DeviceProfile("a", 1.0)), WorkerSpec(DeviceProfile("b", 0.25))))
 
 
 def tiny_cost() -> CostModel:
