@@ -7,9 +7,10 @@ over ``--seeds`` seeds, the ``mlp`` x0.25 workload for ``--epochs`` epochs, no r
 in ``--jobs`` spawned processes (``executor.kind: local``), the other as Ray tasks on a Ray started here
 on loopback with ``--jobs`` CPUs (``executor.kind: ray``, dashboard off). Rounds alternate the sides so
 load drift hits both. Each side's wall time counts its worker processes' start and imports as a
-pipeline meets them: the pool spawns its processes for every sweep, Ray's workers stay up between
-sweeps (so its first round, ``ray_over_local_first``, pays them once); Ray's own start, which a
-cluster pays once, is apart (``ray_start_s``). ``ray_over_local`` is the runs per minute over all
+pipeline meets them: the pool's processes start with the first sweep of the process and serve the later
+ones (:mod:`dynamix.evaluation.pool`), as Ray's workers stay up between sweeps (so the first round of each
+side, ``ray_over_local_first`` for their ratio, pays them once); Ray's own start, which a cluster pays
+once, is apart (``ray_start_s``). ``ray_over_local`` is the runs per minute over all
 rounds, Ray's over the pool's. The per-task overhead is Ray's round trip of an empty task
 (``noop_task_ms``, 200 in flight at once) and the sweep's extra CPU time per run on Ray, first round
 (``extra_ms_per_run``, negative when Ray is faster). The last line is one JSON object;

@@ -15,6 +15,7 @@ from dynamix import config, paths
 from dynamix.evaluation import targets
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import ConfigError
+from dynamix.evaluation.lockstep import lockstep
 from dynamix.evaluation.oracle import OracleSearch, oracle_search, pick_fastest
 from dynamix.experiments.claims import headroom_share, per_cluster
 from dynamix.policies import make_live_policy, make_policy
@@ -324,7 +325,9 @@ def test_inference_adds_the_oracle_bound_at_its_hindsight_batch_on_every_seed(tm
     run_cfg = config.with_overrides(inference.workload(cfg, "sgd"), {"train": {"max_iters": 20, "eval_every": 10}})
     per_run = pd.DataFrame([{"run_id": f"x{s}", "cluster": spec.name, "optimizer": "sgd", "policy": "static:32",
                              "seed": s, "target_accuracy": 0.15, "time_to_target_s": 1.0} for s in (0, 1)])
-    both, grid, windows = inference.with_oracle(cfg, tmp_path, spec, run_cfg, "sgd", per_run)
+    cache = tmp_path.parent / "cache" / "runs"
+    both, grid, windows = lockstep([inference.with_oracle(cfg, spec, run_cfg, "sgd", per_run)], cache=cache,
+                                   progress=False)[0]
     oracle = both[both["policy"] == "oracle"]
     assert sorted(oracle["seed"]) == [0, 1] and (oracle["target_accuracy"] == 0.15).all()
     assert list(grid["batch"]) == [64, 192] and grid["chosen"].sum() == 1  # per-worker x 4 workers
@@ -332,10 +335,11 @@ def test_inference_adds_the_oracle_bound_at_its_hindsight_batch_on_every_seed(tm
     assert set(windows["run_id"]) == set(oracle["run_id"])  # its windows, for times at other target levels
     # searched on two seeds, each seed also runs the member chosen on the other one (oracle-cv)
     cv_cfg = config.with_overrides(cfg, {"experiments": {"inference": {"oracle_seeds": 2}}})
-    both, grid, windows = inference.with_oracle(cv_cfg, tmp_path, spec, run_cfg, "sgd", per_run)
+    both, grid, windows = lockstep([inference.with_oracle(cv_cfg, spec, run_cfg, "sgd", per_run)], cache=cache,
+                                   progress=False)[0]
     cv = both[both["policy"] == "oracle-cv"].set_index("seed")
     assert sorted(cv.index) == [0, 1] and set(windows["run_id"]) == set(both[both["policy"] != "static:32"]["run_id"])
-    found = oracle_search(spec, run_cfg, [16 * 4, 48 * 4], [0, 1], 0.15, cache=tmp_path.parent / "cache" / "runs",
+    found = oracle_search(spec, run_cfg, [16 * 4, 48 * 4], [0, 1], 0.15, cache=cache,
                           progress=False)  # the same search, from the cache with_oracle filled
     member = found.runs.set_index(["policy", "seed"])["total_time_s"]
     assert {s: cv.loc[s, "total_time_s"] for s in (0, 1)} == {

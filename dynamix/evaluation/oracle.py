@@ -38,7 +38,8 @@ import pandas as pd
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import Config
-from dynamix.evaluation.runner import SimTask, run_tasks
+from dynamix.evaluation.lockstep import Plan, lockstep
+from dynamix.evaluation.runner import SimTask
 from dynamix.evaluation.runs import run_totals
 from dynamix.evaluation.targets import censored_time, time_to_target
 from dynamix.policies.base import PolicySpec, parse_spec_args
@@ -113,6 +114,39 @@ def pick_fastest(runs: pd.DataFrame) -> pd.DataFrame:
     return per.assign(chosen=per["policy"] == best)[GRID_COLUMNS]
 
 
+def search_plan(spec: ClusterSpec, cfg: Config, batches: Sequence[int], seeds: Sequence[int],
+                target_accuracy: float, refine: bool = False,
+                phase_epochs: Sequence[float] = ()) -> Plan[OracleSearch]:
+    """The search of :func:`oracle_search` as a plan of :mod:`dynamix.evaluation.lockstep`: it yields
+    each step's runs (the constant grid, the refined grid, the two-phase members) and returns the
+    :class:`OracleSearch`, so several clusters' searches share their sweeps."""
+    if not batches or not seeds:
+        raise ValueError("oracle_search needs at least one global batch and one seed")
+
+    def run(policies: Sequence[str]) -> Plan[pd.DataFrame]:
+        tasks = [SimTask(spec, cfg, p, int(s)) for p in policies for s in seeds]
+        frames = yield tasks
+        return pd.DataFrame([{"cluster": spec.name, "policy": str(t.policy), **_members(t.policy), "seed": t.seed,
+                              "time_to_target_s": time_to_target(f, target_accuracy), **run_totals(f)}
+                             for t, f in zip(tasks, frames)])
+
+    def constant_winner(runs: pd.DataFrame) -> int:
+        return int(pick_fastest(runs[runs["then"] == 0]).query("chosen")["batch"].iloc[0])
+
+    runs = yield from run([member_spec(b) for b in sorted({int(b) for b in batches})])
+    if refine:
+        best = constant_winner(runs)
+        new = [member_spec(b) for b in (round(best / REFINE), round(best * REFINE))]
+        runs = pd.concat([runs, (yield from run([p for p in new if p not in set(runs["policy"])]))],
+                         ignore_index=True)
+    if phase_epochs:
+        best = constant_winner(runs)
+        runs = pd.concat([runs, (yield from run([member_spec(best, round(best * f), e) for e in phase_epochs
+                                                 for f in PHASE_FACTORS]))], ignore_index=True)
+    table = pick_fastest(runs)
+    return OracleSearch(table, str(table.loc[table["chosen"], "policy"].iloc[0]), runs)
+
+
 def oracle_search(spec: ClusterSpec, cfg: Config, batches: Sequence[int], seeds: Sequence[int],
                   target_accuracy: float, jobs: int = 1, cost: CostModel | None = None,
                   cache: Path | None = None, progress: bool = True, refine: bool = False,
@@ -122,28 +156,7 @@ def oracle_search(spec: ClusterSpec, cfg: Config, batches: Sequence[int], seeds:
     by the time to ``target_accuracy``, the comparison's target on this cluster. With ``refine`` the
     grid gains B*/1.25 and B* x 1.25 around the constant winner B*, so the bound's batch is within a
     factor 1.25 of the best constant one; with ``phase_epochs``, the two-phase members B* until epoch
-    E, then B* x f (f in :data:`PHASE_FACTORS`), for every E. The winner is chosen among all."""
-    if not batches or not seeds:
-        raise ValueError("oracle_search needs at least one global batch and one seed")
-
-    def run(policies: Sequence[str]) -> pd.DataFrame:
-        tasks = [SimTask(spec, cfg, p, int(s)) for p in policies for s in seeds]
-        frames = run_tasks(tasks, jobs, f"oracle {spec.name}", cost, cache, progress)
-        return pd.DataFrame([{"cluster": spec.name, "policy": str(t.policy), **_members(t.policy), "seed": t.seed,
-                              "time_to_target_s": time_to_target(f, target_accuracy), **run_totals(f)}
-                             for t, f in zip(tasks, frames)])
-
-    def constant_winner(runs: pd.DataFrame) -> int:
-        return int(pick_fastest(runs[runs["then"] == 0]).query("chosen")["batch"].iloc[0])
-
-    runs = run([member_spec(b) for b in sorted({int(b) for b in batches})])
-    if refine:
-        best = constant_winner(runs)
-        new = [member_spec(b) for b in (round(best / REFINE), round(best * REFINE))]
-        runs = pd.concat([runs, run([p for p in new if p not in set(runs["policy"])])], ignore_index=True)
-    if phase_epochs:
-        best = constant_winner(runs)
-        runs = pd.concat([runs, run([member_spec(best, round(best * f), e) for e in phase_epochs
-                                     for f in PHASE_FACTORS])], ignore_index=True)
-    table = pick_fastest(runs)
-    return OracleSearch(table, str(table.loc[table["chosen"], "policy"].iloc[0]), runs)
+    E, then B* x f (f in :data:`PHASE_FACTORS`), for every E. The winner is chosen among all. One
+    cluster's :func:`search_plan`, its steps run in ``jobs`` processes through ``cache``."""
+    plan = search_plan(spec, cfg, batches, seeds, target_accuracy, refine, phase_epochs)
+    return lockstep([plan], jobs, f"oracle {spec.name}", cost, cache, progress)[0]

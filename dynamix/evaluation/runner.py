@@ -23,9 +23,7 @@ import dataclasses
 import functools
 import logging
 import math
-import multiprocessing
-import signal
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -42,6 +40,7 @@ from dynamix.config import Config, DataConfig, with_overrides
 from dynamix.data import load_dataset
 from dynamix.evaluation.budget import budget_time_s, check_budget, reference_policy, time_budget_config
 from dynamix.evaluation import executor, replay
+from dynamix.evaluation.pool import discard, shared_pool
 from dynamix.evaluation.cache import cache_path, cached_run, store
 from dynamix.evaluation.runs import run_totals
 from dynamix.evaluation.targets import set_targets
@@ -149,11 +148,18 @@ def made_policies(specs: Iterable[PolicySpec],
 
 
 @functools.lru_cache(maxsize=None)
+def _made(spec: PolicySpec, stamp: tuple) -> BatchSizePolicy:
+    return make_policy(spec)
+
+
 def _worker_policy(spec: PolicySpec) -> BatchSizePolicy:
     """A worker process's policy for ``spec``, made by its first run and reset by every later one. A pool
-    worker lives for one sweep; a Ray worker reads trained policies only at folders named by their
-    content (:func:`~dynamix.evaluation.executor.materialize`), so one spec never means two artifacts."""
-    return make_policy(spec)
+    worker serves every sweep of its process (:mod:`dynamix.evaluation.pool`), so a trained policy is
+    made again when its artifact's files changed on disk (size and modification time) since; a Ray worker
+    reads trained policies only at folders named by their content
+    (:func:`~dynamix.evaluation.executor.materialize`), so one spec never means two artifacts."""
+    paths = artifact_paths(spec.path) if spec.path is not None else []
+    return _made(spec, tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in paths if p.exists()))
 
 
 def _pooled(task: SimTask, cost: CostModel, cache: Path | None) -> pd.DataFrame:
@@ -214,26 +220,20 @@ def log_progress(bar: tqdm) -> None:
              bar.format_interval(d["elapsed"]), eta)
 
 
-def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the parent, which stops them (:func:`run_tasks`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _in_pool(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None,
              jobs: int) -> Iterator[tuple[int, pd.DataFrame]]:
-    """(index, rows) of every task as it finishes in ``jobs`` spawned processes."""
-    ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_sigint)
+    """(index, rows) of every task as it finishes in the process's ``jobs`` spawned workers
+    (:func:`~dynamix.evaluation.pool.shared_pool`), the tasks with the most workers submitted first: a
+    long run started last would leave the other processes idle at the end of the sweep."""
+    pool = shared_pool(jobs)
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].spec.n_workers)
     try:
-        futures = {pool.submit(_pooled, t, costs[i], cache): i for i, t in enumerate(tasks)}
+        futures = {pool.submit(_pooled, tasks[i], costs[i], cache): i for i in order}
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
     except BaseException:  # Ctrl-C or a failed run: stop the runs in flight now (finished ones are cached)
-        for proc in list(getattr(pool, "_processes", {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
+        discard(jobs)
         raise
-    pool.shutdown()
 
 
 def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None, cpus: int,
@@ -337,7 +337,11 @@ def label(task: SimTask, frame: pd.DataFrame) -> pd.DataFrame:
 def run_simulations(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost: CostModel | None = None,
                     cache: Path | None = None, progress: bool = True) -> pd.DataFrame:
     """Every task's rows, labelled (:func:`label`) and concatenated in task order: one tidy table."""
-    frames = run_tasks(tasks, jobs, desc, cost, cache, progress)
+    return labelled(tasks, run_tasks(tasks, jobs, desc, cost, cache, progress))
+
+
+def labelled(tasks: Sequence[SimTask], frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Each task's rows (``frames``, in task order), labelled (:func:`label`), as one table."""
     return pd.concat([label(t, f) for t, f in zip(tasks, frames)], ignore_index=True)
 
 

@@ -29,9 +29,10 @@ from dynamix import cluster, io
 from dynamix.config import Config, ConfigError, with_overrides
 from dynamix.evaluation import plan, policy_names, stats, tuning
 from dynamix.evaluation.compare import compare
-from dynamix.evaluation.runner import SimTask, run_simulations
+from dynamix.evaluation.lockstep import Plan, lockstep
+from dynamix.evaluation.runner import SimTask, labelled
 from dynamix.evaluation.runs import curves, run_summary
-from dynamix.evaluation.oracle import ORACLE, ORACLE_CV, oracle_search
+from dynamix.evaluation.oracle import ORACLE, ORACLE_CV, search_plan
 from dynamix.evaluation.targets import at_levels, time_to_target, with_targets
 from dynamix.pipeline.manifest import read_manifest, write_manifest
 from dynamix.plots import inference as plots
@@ -77,12 +78,13 @@ def cluster_table(per_run: pd.DataFrame, specs: list[cluster.ClusterSpec]) -> pd
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
-def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Config, opt: str,
-                per_run: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def with_oracle(cfg: Config, spec: cluster.ClusterSpec, run_cfg: Config, opt: str,
+                per_run: pd.DataFrame) -> Plan[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
     """One group's ``per_run`` (a held-out cluster under one workload) with the oracle bound's runs
-    (policy ``oracle``), its hindsight grid, and the oracle runs' windows.
+    (policy ``oracle``), its hindsight grid, and the oracle runs' windows: a plan of
+    :mod:`dynamix.evaluation.lockstep`, so the clusters' searches share their sweeps.
 
-    :func:`~dynamix.evaluation.oracle.oracle_search` over ``oracle_batches`` x workers on
+    :func:`~dynamix.evaluation.oracle.search_plan` over ``oracle_batches`` x workers on
     ``oracle_seeds`` seeds picks B*, then ``oracle:batch=B*`` runs on every seed. Its times are read
     against the comparison's target, which the oracle does not move: it bounds the policies' times to
     their own target. With two search seeds or more, ``oracle-cv`` runs too: on each seed the member
@@ -91,19 +93,30 @@ def with_oracle(cfg: Config, out: Path, spec: cluster.ClusterSpec, run_cfg: Conf
     e = cfg.experiments.inference
     seeds = plan.seeds(cfg)
     target = float(per_run["target_accuracy"].iloc[0])
-    found = oracle_search(spec, run_cfg, [m * spec.n_workers for m in e.oracle_batches],
-                          seeds[: e.oracle_seeds], target, cfg.experiments.jobs, cache=plan.run_cache(out),
-                          refine=e.oracle_refine, phase_epochs=e.oracle_phase_epochs)
+    found = yield from search_plan(spec, run_cfg, [m * spec.n_workers for m in e.oracle_batches],
+                                   seeds[: e.oracle_seeds], target, e.oracle_refine, e.oracle_phase_epochs)
     tasks = [SimTask(spec, run_cfg, found.policy, s, (("optimizer", opt),), label=ORACLE)
              for s in seeds]
     if min(e.oracle_seeds, len(seeds)) > 1:
         held = found.cross_validated()
         tasks += [SimTask(spec, run_cfg, held.get(s, found.policy), s, (("optimizer", opt),), label=ORACLE_CV)
                   for s in seeds]
-    runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"oracle {spec.name}", cache=plan.run_cache(out))
+    runs = labelled(tasks, (yield tasks))
     oracle = run_summary(runs, KEYS).assign(target_accuracy=target)
     oracle["time_to_target_s"] = [time_to_target(runs[runs["run_id"] == rid], target) for rid in oracle["run_id"]]
     return pd.concat([per_run, oracle], ignore_index=True), found.grid.assign(optimizer=opt), runs
+
+
+def cluster_plan(cfg: Config, spec: cluster.ClusterSpec, run_cfg: Config, opt: str,
+                 tasks: list[SimTask]) -> Plan[tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFrame]]:
+    """One held-out cluster under one workload: its policies' ``tasks``, their targets, then its oracle
+    (:func:`with_oracle`) when ``oracle_batches`` is set; (per-run summary, oracle grid or None, rows)."""
+    runs = labelled(tasks, (yield tasks))
+    group = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
+    if not cfg.experiments.inference.oracle_batches:
+        return group, None, runs
+    group, grid, oracle_runs = yield from with_oracle(cfg, spec, run_cfg, opt, group)
+    return group, grid, pd.concat([runs, oracle_runs], ignore_index=True)
 
 
 def tuned_rules(cfg: Config, out: Path) -> dict[str, tuple[dict[str, pd.Series], pd.DataFrame]]:
@@ -159,23 +172,18 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
             return tuning.lbbsp_spec(tuned[p][opt], spec.n_workers, policy_names.TUNED[p])
         return policy_names.resolve_policy(p, pdir, cfg.experiments.policy_training.name)
 
-    # One held-out cluster and workload after another, its oracle right after its policies (the
-    # oracle needs their target): an interrupted sitting leaves whole clusters in the run cache.
-    parts, all_runs, grids, n_runs = [], [], [], 0
+    # Every held-out cluster and workload as a plan (its policies, then its oracle, which needs their
+    # target), the clusters' steps run side by side: one sweep per step, not per cluster and step
+    plans, n_runs = [], 0
     for (spec, _, opt), run_cfg in zip(groups, run_cfgs):
         tasks = [SimTask(spec, run_cfg, policy_spec(p, spec, opt), seed, (("optimizer", opt),),
                          label=p if p in policy_names.TUNED else "")
                  for p in e.policies for seed in plan.seeds(cfg)]  # fmt: skip
         n_runs += len(tasks)
-        runs = run_simulations(tasks, cfg.experiments.jobs, desc=f"inference {spec.name}",
-                               cache=plan.run_cache(out))  # fmt: skip
-        group = with_targets(run_summary(runs, KEYS), runs, cfg, ["optimizer"])
-        if e.oracle_batches:
-            group, grid, oracle_runs = with_oracle(cfg, out, spec, run_cfg, opt, group)
-            grids.append(grid)
-            runs = pd.concat([runs, oracle_runs], ignore_index=True)
-        parts.append(group)
-        all_runs.append(runs)
+        plans.append(cluster_plan(cfg, spec, run_cfg, opt, tasks))
+    done = lockstep(plans, cfg.experiments.jobs, "inference", cache=plan.run_cache(out))
+    parts, all_runs = [group for group, _, _ in done], [runs for _, _, runs in done]
+    grids = [grid for _, grid, _ in done if grid is not None]
     per_run, runs = pd.concat(parts, ignore_index=True), pd.concat(all_runs, ignore_index=True)
     grids = pd.concat(grids, ignore_index=True) if grids else pd.DataFrame()
     io.write_csv(runs, out / "runs.csv")
