@@ -9,11 +9,13 @@ two-phase members at a quarter and a half of the run; :func:`dynamix.evaluation.
 of 20, no run cache. Two sides, in
 alternating rounds so load drift hits both:
 
-- ``by_cluster``: cluster after cluster, every step its own sweep in a pool made for it (how the stage ran
-  before :mod:`dynamix.evaluation.lockstep` and :mod:`dynamix.evaluation.pool`);
-- ``lockstep``: every cluster's step in one sweep, one pool for all sweeps.
+- ``by_cluster``: cluster after cluster, every step its own sweep in a pool made for it, every run
+  simulated whole (how the stage ran before :mod:`dynamix.evaluation.lockstep`,
+  :mod:`dynamix.evaluation.pool` and :mod:`dynamix.sim.fork`);
+- ``lockstep``: every cluster's step in one sweep, one pool for all sweeps, and one seed's two-phase
+  members as one run forked where they part.
 
-Both run the same simulations and choose the same members (checked). ``lockstep_over_by_cluster`` is the
+Both sides' searches give the same runs and choose the same members (checked). ``lockstep_over_by_cluster`` is the
 wall time over all rounds, lockstep's over the other's; ``saved_s_per_round`` the difference per round.
 The last line is one JSON object.
 """
@@ -21,6 +23,7 @@ The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 
@@ -48,6 +51,8 @@ def main() -> None:
     side = ""
 
     def pool_per_sweep(tasks, *a, **kw):
+        if side == "by_cluster":  # every run whole, as before
+            tasks = [dataclasses.replace(t, shares_start=False) for t in tasks]
         frames = run_tasks(tasks, *a, **kw)
         if side == "by_cluster":  # a pool per sweep, as before
             pool.discard(args.jobs, terminate=False)
@@ -60,7 +65,7 @@ def main() -> None:
 
     lockstep_module.run_tasks = pool_per_sweep
     walls: dict[str, list[float]] = {"by_cluster": [], "lockstep": []}
-    chosen: dict[str, list[str]] = {}
+    chosen: dict[str, list] = {}
     n_runs = 0
     for _ in range(args.rounds):
         for side in walls:
@@ -71,11 +76,12 @@ def main() -> None:
             else:
                 found = lockstep(plans(), args.jobs, progress=False)
             walls[side].append(time.perf_counter() - t0)
-            chosen[side] = [f.policy for f in found]
+            chosen[side] = found
             n_runs = sum(len(f.runs) for f in found)
     pool.discard(args.jobs, terminate=False)
-    if chosen["by_cluster"] != chosen["lockstep"]:
-        raise SystemExit(f"the two sides chose different members: {chosen}")
+    for a, b in zip(chosen["by_cluster"], chosen["lockstep"]):
+        if a.policy != b.policy or not a.runs.equals(b.runs):
+            raise SystemExit(f"the two sides' searches differ on {a.runs['cluster'].iloc[0]}")
     total = {side: sum(w) for side, w in walls.items()}
     result = {"bench": "lockstep", "jobs": args.jobs, "seeds": args.seeds, "epochs": args.epochs,
               "rounds": args.rounds, "runs_per_round": n_runs,

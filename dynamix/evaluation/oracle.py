@@ -123,8 +123,8 @@ def search_plan(spec: ClusterSpec, cfg: Config, batches: Sequence[int], seeds: S
     if not batches or not seeds:
         raise ValueError("oracle_search needs at least one global batch and one seed")
 
-    def run(policies: Sequence[str]) -> Plan[pd.DataFrame]:
-        tasks = [SimTask(spec, cfg, p, int(s)) for p in policies for s in seeds]
+    def run(policies: Sequence[str], shares_start: bool = False) -> Plan[pd.DataFrame]:
+        tasks = [SimTask(spec, cfg, p, int(s), shares_start=shares_start) for p in policies for s in seeds]
         frames = yield tasks
         return pd.DataFrame([{"cluster": spec.name, "policy": str(t.policy), **_members(t.policy), "seed": t.seed,
                               "time_to_target_s": time_to_target(f, target_accuracy), **run_totals(f)}
@@ -141,8 +141,9 @@ def search_plan(spec: ClusterSpec, cfg: Config, batches: Sequence[int], seeds: S
                          ignore_index=True)
     if phase_epochs:
         best = constant_winner(runs)
+        # one seed's members are B* up to their switch: they run as one, forked where they part
         runs = pd.concat([runs, (yield from run([member_spec(best, round(best * f), e) for e in phase_epochs
-                                                 for f in PHASE_FACTORS]))], ignore_index=True)
+                                                 for f in PHASE_FACTORS], shares_start=True))], ignore_index=True)
     table = pick_fastest(runs)
     return OracleSearch(table, str(table.loc[table["chosen"], "policy"].iloc[0]), runs)
 

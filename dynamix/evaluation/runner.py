@@ -4,7 +4,9 @@ A :class:`SimTask` is one run (cluster, full config, policy spec, seed). :func:`
 of them, in ``jobs`` spawned processes with one torch thread each when ``jobs > 1``, or as Ray tasks
 (``executor.kind: ray``, :mod:`dynamix.evaluation.executor`), and returns their rows in task order
 whatever the scheduling (every run seeds itself from its seed). Each process makes a spec's policy once
-and resets it for every run, so a trained policy's artifact is read once, not once per seed. :func:`budgets`
+and resets it for every run, so a trained policy's artifact is read once, not once per seed; the
+processes serve every sweep of the process (:mod:`dynamix.evaluation.pool`), and tasks marked
+``shares_start`` run as one run forked where they part (:mod:`dynamix.sim.fork`). :func:`budgets`
 fixes each cluster's budget (:mod:`dynamix.evaluation.budget`) and :func:`evaluate` is the whole
 protocol of ``dynamix evaluate``::
 
@@ -49,6 +51,7 @@ from dynamix.policies.base import BatchSizePolicy, Bounds, PolicySpec, check_fir
 from dynamix.rl.artifact import artifact_paths
 from dynamix.sim import progress as surrogate
 from dynamix.sim.cluster import calibrated_cost
+from dynamix.sim.fork import forkable, simulate_forked
 from dynamix.sim.run import Decisions, backend_label, drive, policy_context, simulate, virtual_cluster
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,9 @@ class SimTask:
     seed: int
     keys: tuple[tuple[str, Any], ...] = ()
     label: str = ""  # the ``policy`` column of run_simulations; default: policy.label
+    # runs whose first windows are the same: the tasks of one sweep so marked that share cluster, config and
+    # seed run as one, forked where their decisions part (dynamix.sim.fork; local processes only)
+    shares_start: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", PolicySpec.parse(self.policy))
@@ -167,6 +173,52 @@ def _pooled(task: SimTask, cost: CostModel, cache: Path | None) -> pd.DataFrame:
     return simulate_task(task, _worker_policy(task.policy), cost, cache)
 
 
+def simulate_together(tasks: Sequence[SimTask], policies: Sequence[BatchSizePolicy], cost: CostModel,
+                      cache: Path | None = None) -> list[pd.DataFrame]:
+    """The rows of ``tasks`` (one cluster, config and seed; :func:`simulate_task`'s, ``clamped`` column
+    included) under ``policies``, one per task: those in ``cache`` read back, the others simulated as one
+    run forked where their decisions part (:func:`dynamix.sim.fork.simulate_forked`) and cached with
+    their decisions."""
+    t0 = tasks[0]
+    paths = [cache_path(cache, t.cfg, cost, t.spec, p, t.seed) if cache is not None else None
+             for t, p in zip(tasks, policies)]
+    frames: list[pd.DataFrame | None] = [pd.read_csv(p) if p is not None and p.exists() else None for p in paths]
+    todo = [k for k, f in enumerate(frames) if f is None]
+    if todo:
+        traces: list[Decisions] = [[] for _ in todo]
+        made = simulate_forked(t0.spec, t0.cfg, [policies[k] for k in todo], t0.seed, data=_dataset(t0.cfg.data),
+                               cost=cost, traces=traces)
+        for k, frame, trace in zip(todo, made, traces):
+            if paths[k] is not None:
+                store(paths[k], frame, t0.spec, t0.seed, trace)
+            frames[k] = frame
+    return [_clamped(t, p, f) for t, p, f in zip(tasks, policies, frames)]
+
+
+def _pooled_together(tasks: Sequence[SimTask], cost: CostModel, cache: Path | None) -> list[pd.DataFrame]:
+    """:func:`simulate_together` in a pool worker, under policies made for these runs: a forked run
+    copies its policies, and a kept one still holds the cluster of its last run."""
+    return simulate_together(tasks, [make_policy(t.policy) for t in tasks], cost, cache)
+
+
+def units(tasks: Sequence[SimTask], costs: Sequence[CostModel]) -> list[list[int]]:
+    """The tasks' indices grouped into what runs as one: every task alone, except tasks marked
+    ``shares_start`` on one cluster, config, seed and cost model, which run together
+    (:func:`simulate_together`) when the real-math simulator can fork them."""
+    groups: dict[str, list[int]] = {}
+    out: list[list[int]] = []
+    for i, t in enumerate(tasks):
+        if t.shares_start and forkable(t.cfg):
+            key = repr((t.spec, t.cfg, t.seed, costs[i]))
+            if key not in groups:
+                groups[key] = []
+                out.append(groups[key])
+            groups[key].append(i)
+        else:
+            out.append([i])
+    return out
+
+
 def _files(policy: PolicySpec, surrogate_path: Path | None) -> dict[str, bytes]:
     """What a run reads from the driver's disk, by name: a trained policy's pair (``dynamix:PATH``) and
     the fitted surrogate (``sim.backend: surrogate``); shipped to Ray nodes, which may lack them."""
@@ -223,17 +275,35 @@ def log_progress(bar: tqdm) -> None:
 def _in_pool(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None,
              jobs: int) -> Iterator[tuple[int, pd.DataFrame]]:
     """(index, rows) of every task as it finishes in the process's ``jobs`` spawned workers
-    (:func:`~dynamix.evaluation.pool.shared_pool`), the tasks with the most workers submitted first: a
-    long run started last would leave the other processes idle at the end of the sweep."""
+    (:func:`~dynamix.evaluation.pool.shared_pool`), the tasks that run together (:func:`units`) as one
+    job; the largest jobs, then those with the most workers, are submitted first: a long run started
+    last would leave the other processes idle at the end of the sweep."""
     pool = shared_pool(jobs)
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].spec.n_workers)
+    jobs_of = sorted(units(tasks, costs), key=lambda u: (-len(u), -tasks[u[0]].spec.n_workers))
     try:
-        futures = {pool.submit(_pooled, tasks[i], costs[i], cache): i for i in order}
+        futures = {(pool.submit(_pooled, tasks[u[0]], costs[u[0]], cache) if len(u) == 1 else
+                    pool.submit(_pooled_together, [tasks[i] for i in u], costs[u[0]], cache)): u for u in jobs_of}
         for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+            u = futures[fut]
+            frames = [fut.result()] if len(u) == 1 else fut.result()
+            for i, frame in zip(u, frames):
+                yield i, frame
     except BaseException:  # Ctrl-C or a failed run: stop the runs in flight now (finished ones are cached)
         discard(jobs)
         raise
+
+
+def _in_process(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None,
+                made: Mapping[PolicySpec, BatchSizePolicy]) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(index, rows) of every task, run here one after another, those that run together as one
+    (:func:`units`)."""
+    for u in units(tasks, costs):
+        if len(u) == 1:
+            yield u[0], simulate_task(tasks[u[0]], made[tasks[u[0]].policy], costs[u[0]], cache)
+            continue
+        frames = simulate_together([tasks[i] for i in u], [make_policy(tasks[i].policy) for i in u], costs[u[0]],
+                                   cache)
+        yield from zip(u, frames)
 
 
 def _on_ray(tasks: Sequence[SimTask], costs: Sequence[CostModel], cache: Path | None, cpus: int,
@@ -306,8 +376,7 @@ def run_tasks(tasks: Sequence[SimTask], jobs: int = 1, desc: str = "runs", cost:
     elif jobs > 1:
         finished = _in_pool(run, run_costs, cache, jobs)
     else:
-        made = made_policies((t.policy for t in run), policies)
-        finished = ((k, simulate_task(t, made[t.policy], run_costs[k], cache)) for k, t in enumerate(run))
+        finished = _in_process(run, run_costs, cache, made_policies((t.policy for t in run), policies))
     bar = tqdm(total=len(run), desc=desc, unit="run", disable=not progress)
     done: dict[int, pd.DataFrame] = {}
     for k, frame in finished:

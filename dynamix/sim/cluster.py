@@ -31,9 +31,11 @@ from the seeded generators and moved there, so the data order and augmentation d
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
+from typing import Sequence
 
 import numpy as np
 
@@ -206,6 +208,15 @@ class VirtualCluster(ClusterClock):
         self.elapsed_s = 0.0
         self.window = 0
         self.test_loss, self.test_acc = math.nan, math.nan
+
+    def fork(self, riders: Sequence[object] = ()) -> tuple["VirtualCluster", list]:
+        """A copy of this cluster mid-run that runs on exactly as this one would (model, optimiser, data
+        order, augmentation, dynamics, clock and counter noise are copied), and copies of ``riders``
+        (policies whose foresight reads this cluster) that read the copy (:mod:`dynamix.sim.fork`). The
+        data set and the run's settings are shared, not copied: nothing writes them."""
+        shared = (self.data, self._test_x, self._test_y, self.maker.x, self.maker.y, self.spec, self.cfg, self.cost)
+        twin, copies = copy.deepcopy((self, list(riders)), {id(x): x for x in shared})
+        return twin, copies
 
     @property
     def iteration(self) -> int:
