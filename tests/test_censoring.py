@@ -163,6 +163,21 @@ def test_across_clusters_the_missing_policy_is_behind_and_its_worst_cell_named(c
     assert md.startswith("**Across the held-out clusters**") and "| dynamix | sgd | 2 | 10/10 | ≥ " in md
 
 
+def test_the_across_table_is_given_at_every_target_level_the_primary_first(cfg):
+    """A verdict that holds at one target level only must show it: the summary across the cells comes at
+    each level, the other levels' read against the oracle chosen at the primary one."""
+    primary = cfg.evaluation.target_fraction
+    at = claims.per_policy(summary(), cfg)
+    other = round(primary - 0.05, 2)  # there every policy reaches the target, at the oracle's time
+    lower = at.assign(level=other, over_oracle=1.0, missed="0/5")
+    md = claims.per_policy_markdown(pd.concat([lower, at], ignore_index=True), primary)
+    assert [line for line in md.splitlines() if line.startswith("**Across")] == [
+        f"**Across the held-out clusters** (level {primary:g}; time to target over the oracle's)",
+        f"**Across the held-out clusters** (level {other:g}; time to target over the oracle's, the member chosen at "
+        f"level {primary:g})"]
+    assert "| dynamix | sgd | 1 | 5/5 | ≥ " in md and "| dynamix | sgd | 1 | 0/5 | 1.00 | 1.00 |" in md
+
+
 def test_times_at_other_target_levels_come_from_the_same_windows():
     """at_levels: the primary level gives the summary's own times; a higher level is crossed no sooner."""
     windows = pd.DataFrame({"run_id": ["r0"] * 4 + ["r1"] * 4, "window": [0, 1, 2, 3] * 2,
