@@ -9,16 +9,21 @@ A spawned worker sees the environment and working directory of the moment it was
 kept pool runs as a new one would, the pool is made again whenever either has changed since (a test
 that sets ``$DYNAMIX_CIFAR10``, a caller that changes directory). A sweep that fails or is interrupted
 calls :func:`discard`, which stops the runs in flight now; the next sweep starts a fresh pool. The
-pools are shut down when the process exits.
+pools are shut down when the process exits, by a ``multiprocessing`` finalizer, not ``atexit``: a
+spawned process (a policy trained side by side, :func:`dynamix.evaluation.plan.side_by_side`) leaves
+through ``os._exit``, which runs no ``atexit`` handler, after joining its live children, and a kept
+pool's idle workers would keep it joining for ever. The finalizer runs before that join, in both kinds
+of process, and before the finalizers that close the pools' queues (priority 10), which would swallow
+the workers' stop signals.
 """
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import util
 
 _POOLS: dict[int, tuple[tuple, ProcessPoolExecutor]] = {}
 """Worker count -> (the environment and directory it was spawned with, the pool)."""
@@ -63,7 +68,9 @@ def discard(jobs: int, terminate: bool = True) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-@atexit.register
 def _shutdown_all() -> None:
     for jobs in list(_POOLS):
         discard(jobs, terminate=False)
+
+
+util.Finalize(None, _shutdown_all, exitpriority=100)  # before its queues close (10) and it joins its children
