@@ -3,9 +3,7 @@ same rows as run one by one, in as many sweeps as the longest plan has steps."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 import pytest
@@ -93,28 +91,6 @@ def test_the_pool_is_kept_across_sweeps_and_made_again_when_the_environment_chan
         pool.discard(2)
     with pytest.raises(ValueError, match="at least one worker"):
         pool.shared_pool(0)
-
-
-def _use_a_kept_pool() -> int:
-    """In a spawned process: run one job in the process's kept pool and leave it open, as a sweep does."""
-    return pool.shared_pool(1).submit(os.getpid).result()
-
-
-def test_a_spawned_process_that_kept_a_pool_still_exits():
-    """A policy trained side by side runs its sweeps in a kept pool inside a spawned process; that process
-    must exit when its work is done (it once waited for the pool's idle workers for ever)."""
-    outer = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    child = None
-    try:
-        assert outer.submit(_use_a_kept_pool).result(timeout=120) > 0
-        (child,) = list(outer._processes.values())
-        outer.shutdown(wait=False)  # the worker leaves its loop and its process exits, or hangs
-        child.join(timeout=60)
-        alive = child.is_alive()
-    finally:
-        if child is not None and child.is_alive():
-            child.kill()  # a hung worker, so that the test fails instead of hanging
-    assert not alive and child.exitcode == 0
 
 
 def test_sweeps_in_the_kept_pool_give_the_rows_of_one_process(data):
