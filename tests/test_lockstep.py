@@ -4,6 +4,11 @@ same rows as run one by one, in as many sweeps as the longest plan has steps."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -91,6 +96,40 @@ def test_the_pool_is_kept_across_sweeps_and_made_again_when_the_environment_chan
         pool.discard(2)
     with pytest.raises(ValueError, match="at least one worker"):
         pool.shared_pool(0)
+
+
+KEEPS_A_POOL = textwrap.dedent("""
+    import os
+    from dynamix.evaluation import plan, pool
+
+    def keep(i):
+        # a policy trained side by side: its sweeps run in the process's kept pool, left open
+        return pool.shared_pool(1).submit(os.getpid).result()
+
+    if __name__ == "__main__":
+        print(len(plan.side_by_side(keep, [(0,), (1,)], jobs=2)))
+""")
+
+
+def test_policies_trained_side_by_side_that_kept_a_pool_still_exit(tmp_path):
+    """The transfer stage trains two policies side by side in spawned processes, each running its sweeps
+    in a kept pool; those processes must exit when their work is done (they once waited for the pools'
+    idle workers for ever). Run in a fresh interpreter, so that nothing this test session left running
+    can hold or speed the exit."""
+    script = tmp_path / "keeps_a_pool.py"
+    script.write_text(KEEPS_A_POOL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the script, its side-by-side workers and their pools
+        proc.communicate()
+        pytest.fail("the side-by-side workers that kept a pool did not exit within 240 s")
+    assert proc.returncode == 0, err
+    assert out.split() == ["2"]
 
 
 def test_sweeps_in_the_kept_pool_give_the_rows_of_one_process(data):
