@@ -404,6 +404,12 @@ class InferenceExperiment:
                                                        "batches, the same on every cluster whatever its "
                                                        "workers")
     tune_seeds: int = setting(1, rng(1, 1000), doc="seeds per candidate and cluster")
+    confirm_seeds: int = setting(0, rng(0, 1000),
+                                 doc="a trained policy chosen over its warm start ships only if, on these "
+                                     "many seeds of the validation clusters (the tune_seeds ones and more), "
+                                     "it is faster than the warm start in pooled paired ratio and misses the "
+                                     "target on no more runs (dynamix/evaluation/selection.py); 0: no check, "
+                                     "else more than tune_seeds")
     oracle_batches: tuple[int, ...] = setting((), rng(1, 65536),
                                               doc="the oracle bound (docs/protocol.md): per held-out "
                                                   "cluster, oracle:batch=m x workers for every per-worker "
@@ -419,6 +425,12 @@ class InferenceExperiment:
                                                      doc="two-phase members: B* until each epoch E here, "
                                                          "then B* x 0.5 or x 2 "
                                                          "(dynamix/evaluation/oracle.py)")
+
+    def __post_init__(self) -> None:
+        if 0 < self.confirm_seeds <= self.tune_seeds:
+            raise ConfigError(f"experiments.inference.confirm_seeds = {self.confirm_seeds} must be 0 (no check) or "
+                              f"more than tune_seeds = {self.tune_seeds}: the check runs the seeds the choice "
+                              "was not made on")
 
 
 @dataclass(frozen=True)
@@ -1007,6 +1019,7 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed
                                            "experiments.policy_training": {"select": False},
                                            "experiments": {"target_levels": (0.9, 0.98)},
                                            "experiments.inference": {"oracle_refine": False, "oracle_phase_epochs": (),
+                                                                             "confirm_seeds": 0,
                                                                              "tune_global_batches": (256, 384, 512, 640, 768)},
                                            # the compression stage's workload list at ncf alone (its single
                                            # workload before the list) and its static clusters at their

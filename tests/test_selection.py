@@ -82,3 +82,68 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
                          "experiments.inference.tune_seeds": 1, "rl.timesteps": 16,
                          "rl.snapshots": [0.0]}.items()]]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chosen"] == summary["chosen"]
+
+
+def _pair(times: dict[str, list[float]], clusters=("a", "b")) -> pd.DataFrame:
+    """The two policies' runs on each cluster, seed by seed; NaN: the run missed (horizon 30 s)."""
+    rows = [{"cluster": c, "policy": p, "seed": s, "time_to_target_s": t, "total_time_s": 20.0, "horizon_s": 30.0}
+            for c in clusters for p, ts in times.items() for s, t in enumerate(ts)]
+    t = pd.DataFrame(rows)
+    t["time_to_target_censored_s"] = targets.censored_time(t)
+    return t
+
+
+def test_a_trained_choice_ships_only_if_it_beats_its_warm_start_on_the_seeds_it_was_not_chosen_on():
+    # faster on the seed it was chosen on (0), slower on the two fresh ones: the warm start ships
+    lucky = selection.verdict(_pair({"ppo": [9.0, 12.0, 11.0], "warm": [10.0, 10.0, 10.0]}), "ppo", "warm")
+    assert lucky["ships"] == "warm" and lucky["ratio"] > 1.0 and lucky["seeds"] == [0, 1, 2]
+    # faster on every seed: it ships, its pooled paired ratio the geometric mean of 0.9, 0.8, 0.9
+    better = selection.verdict(_pair({"ppo": [9.0, 8.0, 9.0], "warm": [10.0, 10.0, 10.0]}), "ppo", "warm")
+    assert better["ships"] == "ppo" and better["ratio"] == pytest.approx((0.9 * 0.8 * 0.9) ** (1 / 3))
+    assert better["ci_lo"] < better["ratio"] < better["ci_hi"] and better["missed"] == {"ppo": 0, "warm": 0}
+    # faster in the mean but missing the target once more than the warm start: the warm start ships
+    t = _pair({"ppo": [5.0, 5.0, 5.0], "warm": [10.0, 10.0, 10.0]})
+    t.loc[(t["policy"] == "ppo") & (t["cluster"] == "a") & (t["seed"] == 1), "time_to_target_s"] = math.nan
+    t["time_to_target_censored_s"] = targets.censored_time(t)
+    risky = selection.verdict(t, "ppo", "warm")
+    assert risky["ratio"] < 1.0 and risky["missed"] == {"ppo": 1, "warm": 0} and risky["ships"] == "warm"
+
+
+def test_a_part_of_a_cell_is_censored_at_its_whole_cells_horizon():
+    # the miss ran 20 s, but the cell's longest run (of a sweep not in this table) took 30 s
+    t = _pair({"ppo": [math.nan], "warm": [10.0]}, clusters=("a",))
+    assert list(targets.censored_time(t)) == [30.0, 10.0]
+    t.loc[0, "total_time_s"] = 40.0  # a run longer than the sweep's longest moves the cell's tau
+    assert list(targets.censored_time(t)) == [40.0, 10.0]
+
+
+def test_the_confirmation_runs_the_fresh_seeds_at_each_validation_clusters_target(tmp_path):
+    over = {"experiments": {"seeds": 2, "jobs": 1, "epochs": 0.05, "eval_every": 2, "eval_samples": 200,
+                            "inference": {"tune_clusters": ["clusters/validation/val-ps-4.yaml"],
+                                          "tune_global_batches": [256, 512], "tune_seeds": 1, "confirm_seeds": 2}}}
+    cfg = config.load(profile="smoke", overrides=over)
+    spec = clusters.load("clusters/validation/val-ps-4.yaml")
+    e = cfg.experiments.inference
+    groups = list(zip([spec], plan.budgeted(cfg, [(spec, plan.sim_config(cfg, optim=plan.optimizer(cfg, "sgd")))],
+                                            tmp_path)))
+    cands = {"big": "static:128", "small": "static:32"}
+    sweeps = {"per_worker_batch": e.tune_batches, "global_batch": e.tune_global_batches}
+    cache = plan.run_cache(tmp_path)
+    _, table = selection.run_and_score(groups, cands, sweeps, [0], cache=cache, progress=False)
+    record, added = selection.confirm(groups, table, ("big", cands["big"]), ("small", cands["small"]), [0, 1],
+                                      cache=cache, progress=False)
+    assert list(added.columns) == selection.TABLE_COLUMNS and added["confirm"].all()
+    assert sorted(added["policy"]) == ["big", "small"] and set(added["seed"]) == {1}  # seed 0 is the table's
+    assert added["target_accuracy"].unique() == pytest.approx(table["target_accuracy"].unique())
+    assert (added["horizon_s"] >= table["horizon_s"].iloc[0]).all() and record["seeds"] == [0, 1]
+    assert record["ships"] in ("big", "small") and set(record["missed"]) == {"big", "small"}
+    both = pd.concat([table[table["policy"].isin(list(cands))], added], ignore_index=True)
+    both["horizon_s"] = both["horizon_s"].max()
+    both["time_to_target_censored_s"] = targets.censored_time(both)
+    assert selection.verdict(both, "big", "small") == record  # the record is the two runs' verdict
+
+
+def test_a_confirmation_must_run_seeds_the_choice_was_not_made_on():
+    with pytest.raises(ConfigError, match=r"experiments.inference.confirm_seeds = 1 must be 0 \(no check\) or more "
+                                          r"than tune_seeds = 1"):
+        config.load(profile="smoke", overrides={"experiments": {"inference": {"confirm_seeds": 1}}})

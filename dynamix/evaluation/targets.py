@@ -97,8 +97,12 @@ def cells(summary: pd.DataFrame) -> list[str]:
 
 def horizon(summary: pd.DataFrame) -> pd.Series:
     """Per run, its cell's censoring horizon tau: the longest total time of any run in the cell
-    (virtual s), the same for every policy there (``docs/protocol.md``, "Censoring")."""
+    (virtual s), the same for every policy there (``docs/protocol.md``, "Censoring"). A part of a cell
+    carries its whole cell's tau in ``horizon_s`` (the selection's confirmation runs beside a sweep
+    they are not in), and the longer of it and its own runs counts."""
     total = summary["total_time_s"].astype(float)
+    if "horizon_s" in summary.columns:
+        total = total.where(total > summary["horizon_s"], summary["horizon_s"].astype(float))
     keys = cells(summary)
     return total.groupby([summary[k] for k in keys], sort=False).transform("max") if keys else total.where(False, total.max())
 

@@ -92,8 +92,10 @@ def chosen(cfg: Config, w: Workload, final: Path, out: Path) -> tuple[Path, dict
     path, the record (``chosen`` and every candidate's ``scores``) and the runs' table."""
     labels = [final.stem, *cfg.rl.snapshot_names(final.stem)]
     candidates = {label: str(PolicySpec.trained(final.parent / f"{label}.zip")) for label in labels}
-    choice, scores, table, _ = selection.on_validation(cfg, candidates, workload_config(cfg, w), out, progress=False)
-    record = {"chosen": f"{choice}.zip", "scores": {k: round(float(v), 4) for k, v in scores.items()}}
+    choice, scores, table, _, confirmation = selection.on_validation(
+        cfg, candidates, workload_config(cfg, w), out, selection.warm_start(cfg, final.stem), progress=False)
+    record = {"chosen": f"{choice}.zip", "scores": {k: round(float(v), 4) for k, v in scores.items()},
+              "confirmation": confirmation}
     return final.parent / f"{choice}.zip", record, table.assign(workload=str(w))
 
 

@@ -2,8 +2,9 @@
 
 A step of the pipeline, not a stage: it runs between ``policy_training`` and ``inference`` when asked,
 and writes ``<results>/selection/``: ``selection.csv`` (one row per run,
-:data:`dynamix.evaluation.selection.TABLE_COLUMNS`), ``selection.json`` (the scores, the choice, its
-sha256, the clusters and seeds) and ``manifest.json``. From then on the policy name ``dynamix`` of every
+:data:`dynamix.evaluation.selection.TABLE_COLUMNS`), ``selection.json`` (the scores, the choice that
+ships, its sha256, the clusters and seeds, the confirmation against the warm start or null) and
+``manifest.json``. From then on the policy name ``dynamix`` of every
 stage resolves to the chosen artifact (:func:`dynamix.evaluation.policy_names.trained_policy`); with no
 selection it is the first seed's, ``<name>.zip``. The scores: :mod:`dynamix.evaluation.selection`, on
 ``experiments.inference.tune_clusters`` over ``tune_seeds`` seeds with the first optimiser of
@@ -45,8 +46,9 @@ def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:
     pdir = policy_names.policy_dir(out)
     candidates = seed_candidates(cfg, pdir)
     opt = e.optimizers[0]
-    choice, scores, table, specs = selection.on_validation(
-        cfg, candidates, plan.sim_config(cfg, optim=plan.optimizer(cfg, opt)), out, progress)
+    choice, scores, table, specs, confirmation = selection.on_validation(
+        cfg, candidates, plan.sim_config(cfg, optim=plan.optimizer(cfg, opt)), out,
+        selection.warm_start(cfg, cfg.experiments.policy_training.name), progress)
     from dynamix.rl.artifact import sha256
 
     summary = {
@@ -54,7 +56,9 @@ def run(cfg: Config, root: str | Path, progress: bool = True) -> dict:
         "chosen": f"{choice}.zip",
         "sha256": sha256(pdir / f"{choice}.zip"),
         "scores": {k: round(float(v), 4) for k, v in scores.items()},
-        "missed": {k: int(v) for k, v in table.groupby("policy")["time_to_target_s"].apply(lambda s: s.isna().sum()).items()},
+        "missed": {k: int(v) for k, v in table[~table["confirm"]].groupby("policy")["time_to_target_s"]
+                   .apply(lambda s: s.isna().sum()).items()},
+        "confirmation": confirmation,
         "clusters": [spec.name for spec in specs],
         "seeds": plan.seeds(cfg)[: e.tune_seeds],
         "optimizer": opt,

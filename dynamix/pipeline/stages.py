@@ -97,7 +97,7 @@ READS: dict[str, Reads] = {
                 # a profile that selects chooses each trained workload's policy on the validation clusters
                 "experiments.inference.adam_lr", "experiments.inference.tune_clusters",
                 "experiments.inference.tune_batches", "experiments.inference.tune_global_batches",
-                "experiments.inference.tune_seeds", *BUDGET),
+                "experiments.inference.tune_seeds", "experiments.inference.confirm_seeds", *BUDGET),
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
     ),
     "claims": Reads(
