@@ -22,12 +22,13 @@ candidate is chosen (the first listed on a tie).
 
 **Confirmed against the warm start** (``experiments.inference.confirm_seeds``). The lowest of several
 candidates on few seeds is partly the luckiest: a time to target is a knife edge (``docs/protocol.md``);
-one rule's three seeds cross the target at 57 %, 63 % and 90 % of their runs on one held-out cluster. With a residual action space the warm start is the base rule, doing
-nothing, so a trained policy must earn its corrections: when the choice is not the warm start, both
-run on the seeds the choice was not made on too, at each validation cluster's own target and horizon,
-and the choice ships only if its pooled paired ratio over seeds (:func:`dynamix.evaluation.stats.pooled_interval`,
-the geometric mean over clusters per seed, then over seeds) is below 1 and it misses the target on no
-more runs than the warm start; else the warm start ships. Early stopping by validation, on fresh seeds.
+one rule's three seeds cross the target at 57 %, 63 % and 90 % of their runs on one held-out cluster.
+With a residual action space the warm start is the base rule, doing nothing, so a trained policy must
+earn its corrections: when the choice is not the warm start, both run on the seeds the choice was not
+made on too, at each validation cluster's own target and horizon, and the choice ships only if its
+pooled paired ratio (:func:`dynamix.evaluation.stats.pooled_interval`: per seed the geometric mean over
+clusters, then over seeds) is below 1 and it misses the target on no more runs than the warm start;
+else the warm start ships. Early stopping by validation, on fresh seeds.
 """
 
 from __future__ import annotations
@@ -130,8 +131,7 @@ def verdict(runs: pd.DataFrame, chosen: str, base: str, ci: float = 0.95) -> dic
 
 def warm_start(cfg: Config, label: str) -> str | None:
     """The label of policy ``label``'s warm start, its snapshot at 0 % of the training (``rl.snapshots``
-    holds 0), against which a trained choice is confirmed (:func:`confirm`);
-    None without that snapshot."""
+    holds 0), against which a trained choice is confirmed (:func:`confirm`); None without that snapshot."""
     return next((name for name, f in cfg.rl.snapshot_names(label).items() if f == 0.0), None)
 
 
