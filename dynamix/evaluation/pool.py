@@ -10,11 +10,12 @@ kept pool runs as a new one would, the pool is made again whenever either has ch
 that sets ``$DYNAMIX_CIFAR10``, a caller that changes directory). A sweep that fails or is interrupted
 calls :func:`discard`, which stops the runs in flight now; the next sweep starts a fresh pool. The
 pools are shut down when the process exits, by a ``multiprocessing`` finalizer, not ``atexit``: a
-spawned process (a policy trained side by side, :func:`dynamix.evaluation.plan.side_by_side`) leaves
-through ``os._exit``, which runs no ``atexit`` handler, after joining its live children, and a kept
-pool's idle workers would keep it joining for ever. The finalizer runs before that join, in both kinds
-of process, and before the finalizers that close the pools' queues (priority 10), which would swallow
-the workers' stop signals.
+process that ``multiprocessing`` started (a policy trained side by side,
+:func:`dynamix.evaluation.plan.side_by_side`) ends in ``multiprocessing.util._exit_function``, which
+joins the process's live children before any ``atexit`` handler runs (a forked one then leaves through
+``os._exit`` and runs none), so a kept pool's idle workers would keep it joining for ever. The finalizer
+runs before that join, in every kind of process, and before the finalizers that close the pools' queues
+(priority 10), which would swallow the workers' stop signals.
 """
 
 from __future__ import annotations
