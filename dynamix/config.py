@@ -407,9 +407,9 @@ class InferenceExperiment:
     confirm_seeds: int = setting(0, rng(0, 1000),
                                  doc="a trained policy chosen over its warm start ships only if, on these "
                                      "many seeds of the validation clusters (the tune_seeds ones and more), "
-                                     "it is faster than the warm start in pooled paired ratio and misses the "
-                                     "target on no more runs (dynamix/evaluation/selection.py); 0: no check, "
-                                     "else more than tune_seeds")
+                                     "it is faster than the warm start in pooled paired ratio, the whole "
+                                     "interval below 1, and misses the target on no more runs "
+                                     "(dynamix/evaluation/selection.py); 0: no check, else more than tune_seeds")
     oracle_batches: tuple[int, ...] = setting((), rng(1, 65536),
                                               doc="the oracle bound (docs/protocol.md): per held-out "
                                                   "cluster, oracle:batch=m x workers for every per-worker "
