@@ -854,6 +854,11 @@ class RLConfig:
                              'here). "" / 0: use model.name / model.width. Evaluating on another workload '
                              "is a transfer")
     width: float = setting(0.25, rng(0.0, 8.0), doc="channel multiplier of the training workload")
+    world: str = setting("", one_of("", "math", "surrogate"),
+                           doc="the world PPO trains in, as sim.backend names them; \"\": sim.backend. "
+                               "surrogate here leaves every simulation outside training (dynamix simulate, "
+                               "evaluate, the experiments) on sim.backend, so a profile can train on the "
+                               "surrogate and still simulate with the model math")
     episode_epochs: float = setting(1.5, rng(0.01, 1000.0),
                                     doc="one episode = the virtual time the initial batches need for this "
                                         "many epochs (return_shape: time), or this many epochs "
@@ -1014,7 +1019,8 @@ HASH_NEUTRAL: dict[str, dict[str, Any]] = {"sim": {"table_seeds": 0, "table_seed
                                                    "table_cluster": ""},
                                            "rl": {"action": "worker", "learning": "fitted",
                                                   "warm_start_smoothing": 0.0, "warm_start_fit": "network", "workers_range": (),
-                                                  "residual_span": 0.0, "snapshots": (), "residual_per_worker": 0},
+                                                  "residual_span": 0.0, "snapshots": (), "residual_per_worker": 0,
+                                                  "world": ""},
                                            "arbitrator": {"overhead_ms": 0.0, "overhead_ms_per_worker": 0.0},
                                            "experiments.policy_training": {"select": False},
                                            "experiments": {"target_levels": (0.9, 0.98)},

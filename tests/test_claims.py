@@ -307,4 +307,4 @@ def test_the_teacher_spec_is_the_rule_the_warm_start_imitates():
     converged profile) 64 N samples, LB-BSP's own split; without one, LB-BSP at m."""
     converged = config.load(profile="converged")
     assert claims.teacher_spec(converged) == "lbbsp:batch=64,per_worker=64"
-    assert claims.teacher_spec(config.load(overrides={"rl": {"warm_start_batch": 256}})) == "lbbsp:batch=256"
+    assert claims.teacher_spec(config.load(profile="base", overrides={"rl": {"warm_start_batch": 256}})) == "lbbsp:batch=256"

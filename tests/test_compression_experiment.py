@@ -229,19 +229,19 @@ def test_lstm_lm_trains_the_same_on_the_lhc_decoded_gradient():
 ])  # fmt: skip
 def test_bad_settings_name_the_field(override, message):
     with pytest.raises(ConfigError, match=message):
-        config.load(overrides={"experiments": {"compression": override}})
+        config.load(profile="base", overrides={"experiments": {"compression": override}})
 
 
 def test_a_config_stored_with_the_single_workload_builds_to_its_hash():
     """Manifests and policy artifacts hold experiments.compression.{model, width, dataset}: at their last
     values (ncf on the interaction data) they build to the same config and hash as workloads: [ncf]."""
-    cfg = config.load()
+    cfg = config.load(profile="base")
     stored = cfg.to_dict()
     stored["experiments"]["compression"] = {
         k: v for k, v in stored["experiments"]["compression"].items() if k not in ("workloads", "static_clusters", "static_seeds")
     } | {"model": "ncf", "width": 1.0, "dataset": "interactions"}
     built = config.build(config.Config, stored)
     assert built == cfg and built.hash() == cfg.hash()
-    more = config.load(overrides={"experiments": {"compression": {"workloads": ["ncf", "lstm-lm"]}}})
+    more = config.load(profile="base", overrides={"experiments": {"compression": {"workloads": ["ncf", "lstm-lm"]}}})
     assert more.hash() != cfg.hash()  # control: a changed workload list counts
-    assert config.load(overrides={"experiments": {"compression": {"static_seeds": 2}}}).hash() != cfg.hash()
+    assert config.load(profile="base", overrides={"experiments": {"compression": {"static_seeds": 2}}}).hash() != cfg.hash()

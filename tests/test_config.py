@@ -40,11 +40,11 @@ def test_profile_overrides_base_and_cli_overrides_profile():
 
 
 def test_config_is_frozen_and_hash_tracks_values():
-    cfg = config.load()
+    cfg = config.load(profile="base")
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.train.seed = 3  # type: ignore[misc]
-    assert cfg.hash() == config.load().hash()
-    assert cfg.hash() != config.load(overrides=["train.seed=1"]).hash()
+    assert cfg.hash() == config.load(profile="base").hash()
+    assert cfg.hash() != config.load(profile="base", overrides=["train.seed=1"]).hash()
 
 
 def test_negative_batch_size_names_the_field(tmp_path):
@@ -72,7 +72,7 @@ def test_unknown_key_is_an_error_listing_allowed_keys(tmp_path):
 )
 def test_bad_values_name_field_and_range(override, message):
     with pytest.raises(config.ConfigError, match=message):
-        config.load(overrides=[override])
+        config.load(profile="base", overrides=[override])
 
 
 @pytest.mark.parametrize(
@@ -97,19 +97,19 @@ def test_the_dropped_agent_variants_are_refused_in_one_line(override, message):
     """busy, marginal, warm_start_grow and warm_start_workers were dropped (docs/journal/rl.md, ablation
     table); the simplified policy gradient, the frame stack and engine episodes were removed unrun."""
     with pytest.raises(config.ConfigError) as err:
-        config.load(overrides=[override])
+        config.load(profile="base", overrides=[override])
     assert str(err.value) == message
 
 
 def test_a_removed_setting_at_its_last_value_is_dropped_and_keeps_the_hash():
     """What a stored config holds for a removed setting, as YAML or JSON writes it, asks for nothing
     that changed: it builds, to the hash of the config without it."""
-    default = config.load()
-    kept = config.load(overrides=["rl.warm_start_grow=1", "rl.warm_start_workers=[]", "arbitrator.max_threads=64",
+    default = config.load(profile="base")
+    kept = config.load(profile="base", overrides=["rl.warm_start_grow=1", "rl.warm_start_workers=[]", "arbitrator.max_threads=64",
                                   "rl.algo=ppo", "rl.frame_stack=1", "rl.episodes=sim"])
     assert kept == default and kept.hash() == default.hash()
     with pytest.raises(config.ConfigError, match=r"^arbitrator\.max_threads = True is not allowed: the setting was"):
-        config.load(overrides=["arbitrator.max_threads=true"])
+        config.load(profile="base", overrides=["arbitrator.max_threads=true"])
 
 
 STORED = sorted(paths.ROOT.glob("results/profiles/*/policies/dynamix.json")) + sorted(
@@ -158,11 +158,11 @@ def test_a_config_in_the_layout_from_before_the_moves_builds_to_the_same_config_
 
 
 def test_the_moved_backend_hashes_as_the_old_value_it_stands_for():
-    stored = _old_layout(config.load())
+    stored = _old_layout(config.load(profile="base"))
     for old, sets in (("sim", []), ("surrogate", ["sim.backend=surrogate"])):
         built = config.build(config.Config, {**stored, "rl": {**stored["rl"], "backend": old}})
-        assert built == config.load(overrides=sets) and built.hash() == config.load(overrides=sets).hash()
-    assert config.load(overrides=["sim.backend=surrogate"]).hash() != config.load().hash()
+        assert built == config.load(profile="base", overrides=sets) and built.hash() == config.load(profile="base", overrides=sets).hash()
+    assert config.load(profile="base", overrides=["sim.backend=surrogate"]).hash() != config.load(profile="base").hash()
     # the agent's episodes on real workers (rl.backend: engine, later rl.episodes: engine) were removed
     with pytest.raises(config.ConfigError, match=r"^rl\.backend = 'engine' is not allowed: must be one of 'sim', "
                                                  r"'surrogate' \(a stored config's; rl\.backend is now sim\.backend"):
@@ -182,7 +182,7 @@ def test_the_moved_backend_hashes_as_the_old_value_it_stands_for():
 ])
 def test_a_moved_setting_given_by_a_user_is_refused_naming_its_new_key(override, message):
     with pytest.raises(config.ConfigError) as err:
-        config.load(overrides=[override])
+        config.load(profile="base", overrides=[override])
     assert message in str(err.value)
 
 
@@ -191,7 +191,7 @@ def test_a_params_yaml_with_a_moved_setting_is_refused(tmp_path):
     with pytest.raises(config.ConfigError, match=r"^rl\.eval_budget is now evaluation\.budget .*: set evaluation"):
         config.load(path)
     with pytest.raises(config.ConfigError, match=r"^rl\.backend is now sim\.backend"):
-        config.with_overrides(config.load(), {"rl": {"backend": "surrogate"}})  # code written for the old layout
+        config.with_overrides(config.load(profile="base"), {"rl": {"backend": "surrogate"}})  # code written for the old layout
 
 
 def test_unknown_profile_lists_the_defined_ones():

@@ -60,8 +60,8 @@ def test_device_setting_resolves():
     assert resolve_device("cpu") == "cpu"
     expected = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
     assert resolve_device("auto") == expected
-    assert config.load().train.device == "auto"  # the default: CUDA when available
-    assert compute_settings(config.load(overrides=["train.device=cpu"]).train) == {
+    assert config.load(profile="base").train.device == "auto"  # the default: CUDA when available
+    assert compute_settings(config.load(profile="base", overrides=["train.device=cpu"]).train) == {
         "device": "cpu", "amp": "none", "channels_last": False}
 
 
@@ -73,12 +73,12 @@ def test_device_setting_resolves():
 ])
 def test_bad_values_name_the_field(override, message):
     with pytest.raises(ConfigError, match=message):
-        config.load(overrides=[override])
+        config.load(profile="base", overrides=[override])
 
 
 def test_mixed_precision_on_the_cpu_is_refused():
     with pytest.raises(ConfigError, match=r"train\.amp = 'bf16' needs a CUDA device, but train\.device resolves to 'cpu'"):
-        compute_settings(config.load(overrides=["train.device=cpu", "train.amp=bf16"]).train)
+        compute_settings(config.load(profile="base", overrides=["train.device=cpu", "train.amp=bf16"]).train)
     assert check_amp("none", "cpu") == "none"
 
 

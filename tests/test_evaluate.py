@@ -25,7 +25,7 @@ REQUIRED = ["policy", "seed", "time_to_target_s", "final_accuracy", "total_time_
 
 @pytest.fixture(scope="module")
 def setup():
-    cfg = config.load(overrides={
+    cfg = config.load(profile="base", overrides={
         "model": {"name": "mlp", "width": 0.0625},
         "batch": {"min": 8, "max": 64, "initial": 16, "window": 2},
         "train": {"threads": 1, "epochs": 0.04, "eval_every": 2, "eval_samples": 200},

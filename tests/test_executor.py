@@ -37,10 +37,10 @@ def outputs(folder) -> dict[str, bytes]:
 
 
 def test_executor_settings_change_no_config_hash_and_no_run_identity():
-    cfg = config.load()
+    cfg = config.load(profile="base")
     ray_cfg = on_ray(cfg, "10.0.0.1:6379")
     assert ray_cfg.hash() == cfg.hash()  # stage records, checkpoints and policies carry over
-    assert cfg.hash() != config.load(overrides=["experiments.jobs=3"]).hash()  # control: a hashed setting
+    assert cfg.hash() != config.load(profile="base", overrides=["experiments.jobs=3"]).hash()  # control: a hashed setting
 
     def ident(c):
         return rundir.identity("evaluate", policy="lbbsp", cluster="c", seed=1, config=c.to_dict())

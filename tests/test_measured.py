@@ -84,7 +84,7 @@ def _measured_model(cfg):
 
 @pytest.fixture
 def cfg() -> config.Config:
-    return training_config(config.load(profile="default", overrides={"model": {"name": "mlp", "width": 0.25}}))
+    return training_config(config.load(profile="base", overrides={"model": {"name": "mlp", "width": 0.25}}))
 
 
 def test_a_measured_model_round_trips_and_a_bad_table_is_refused_naming_it(cfg, tmp_path):
@@ -149,9 +149,9 @@ def test_surrogate_test_accuracy_is_the_table_at_the_tested_epochs(cfg):
 
 
 def test_learning_is_a_config_choice():
-    assert config.load(overrides={"sim": {"learning": "measured"}}).sim.learning == "measured"
+    assert config.load(profile="base", overrides={"sim": {"learning": "measured"}}).sim.learning == "measured"
     with pytest.raises(ConfigError, match="sim.learning = 'table'.*'measured'"):
-        config.load(overrides={"sim": {"learning": "table"}})
+        config.load(profile="base", overrides={"sim": {"learning": "table"}})
     assert measured.sweep((32, 64, 128, 256, 512)) == [32, 64, 96, 128, 160, 192, 256, 512]
 
 
@@ -164,7 +164,7 @@ def test_the_seed_plan_gives_table_seeds_where_asked_and_refuses_a_batch_outside
     with pytest.raises(measured.TableError, match=r"sim.table_seed_batches = \[100\]: \[100\] not in"):
         measured.seed_plan(sizes, 5, table_seeds=10, table_seed_batches=(100,))
     with pytest.raises(ConfigError, match="sim.table_seeds"):
-        config.load(overrides={"sim": {"table_seeds": -1}})
+        config.load(profile="base", overrides={"sim": {"table_seeds": -1}})
 
 
 def test_the_artifact_records_runs_per_batch_and_a_fit_with_another_seed_plan_is_stale(cfg):
@@ -239,14 +239,14 @@ def test_lbbsp_rows_run_the_rule_on_the_table_cluster_and_a_judged_or_colliding_
     with pytest.raises(measured.TableError, match="global batches that the static rows"):
         table_rows(config.with_overrides(cfg, {"sim": {**lbbsp, "table_cluster": str(two), "table_seed_batches": [64]}}))
     with pytest.raises(ConfigError, match="sim.table_policy"):
-        config.load(overrides={"sim": {"table_policy": "gns"}})
+        config.load(profile="base", overrides={"sim": {"table_policy": "gns"}})
 
 
 def test_training_episodes_spread_the_table_by_their_run_seed(cfg, tmp_path):
     from dynamix.rl.env import DynamixEnv
 
     path = progress.save(_measured_model(cfg), tmp_path / "measured.json")
-    on = config.load(profile="default", overrides={"model": {"name": "mlp", "width": 0.25}, "rl": {"episode_epochs": 0.5},
+    on = config.load(profile="base", overrides={"model": {"name": "mlp", "width": 0.25}, "rl": {"episode_epochs": 0.5},
                                                    "sim": {"backend": "surrogate", "surrogate": str(path)}})
     env = DynamixEnv(training_config(on), cost=COST)
     env.reset(seed=0)

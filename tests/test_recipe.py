@@ -39,7 +39,7 @@ def tiny(**rl) -> config.Config:
                "batch_size": 8, "n_epochs": 1, "timesteps": 8, "net_arch": [16], "warm_start_batch": 64,
                "warm_start_timesteps": 8, "warm_start_epochs": 2, **rl},
     }
-    return config.load(overrides=over)
+    return config.load(profile="base", overrides=over)
 
 
 @pytest.fixture(scope="module")
@@ -51,28 +51,28 @@ def cost() -> CostModel:
 
 
 def test_each_recipe_sets_its_knobs_and_explicit_settings_win():
-    assert {k: getattr(config.load().rl, k) for k in KNOBS} == RECIPES["dynamix"] == {
+    assert {k: getattr(config.load(profile="base").rl, k) for k in KNOBS} == RECIPES["dynamix"] == {
         "state": "dynamix", "time_signal": "imbalance", "return_shape": "time", "warm_start": "lbbsp", "timesteps": 2048}
-    paper = config.load(overrides=["rl.recipe=paper"]).rl
+    paper = config.load(profile="base", overrides=["rl.recipe=paper"]).rl
     assert {k: getattr(paper, k) for k in KNOBS} == RECIPES["paper"] == {
         "state": "paper", "time_signal": "iteration", "return_shape": "paper", "warm_start": "none", "timesteps": 3072}
     # the paper's PPO gets the transitions the default spends on teacher and PPO together
-    default = config.load().rl
+    default = config.load(profile="base").rl
     assert paper.timesteps == default.timesteps + default.warm_start_timesteps
-    both = config.load(overrides=["rl.recipe=paper", "rl.return_shape=time", "rl.timesteps=100"]).rl
+    both = config.load(profile="base", overrides=["rl.recipe=paper", "rl.return_shape=time", "rl.timesteps=100"]).rl
     assert (both.return_shape, both.timesteps, both.time_signal, both.state) == ("time", 100, "iteration", "paper")
     # a built config holds resolved knobs: switching its recipe goes through recipe_overrides
     from dynamix.config import with_overrides
 
-    switched = with_overrides(config.load(), {"rl": recipe_overrides("paper")}).rl
+    switched = with_overrides(config.load(profile="base"), {"rl": recipe_overrides("paper")}).rl
     assert dataclasses.replace(switched, recipe="dynamix") != default and switched == paper
 
 
 def test_a_knob_that_contradicts_the_state_is_an_error_naming_both_fields():
     with pytest.raises(ConfigError, match=r"rl.warm_start = 'lbbsp' reads lb_gap, which rl.state = 'paper'"):
-        config.load(overrides=["rl.recipe=paper", "rl.warm_start=lbbsp"])
+        config.load(profile="base", overrides=["rl.recipe=paper", "rl.warm_start=lbbsp"])
     with pytest.raises(ConfigError, match=r"rl.recipe = 'theirs' is not allowed: must be one of 'dynamix', 'paper'"):
-        config.load(overrides=["rl.recipe=theirs"])
+        config.load(profile="base", overrides=["rl.recipe=theirs"])
 
 
 # ---- the paper's state spec ------------------------------------------------------------------------
@@ -150,11 +150,11 @@ def test_fine_tuning_changes_the_weights_and_some_actions(cost, tmp_path):
 def test_ablation_ladder_adds_one_thing_per_step_from_the_paper_to_the_default():
     from dynamix.experiments.ablation import step_configs
 
-    cfg = config.load()
+    cfg = config.load(profile="base")
     steps = step_configs(cfg)
     assert list(steps) == list(config.ABLATION_STEPS) == ["paper", "time", "imbalance", "state", "dynamix"]
     assert steps["dynamix"] is cfg
-    assert steps["paper"].rl == config.load(overrides=["rl.recipe=paper"]).rl
+    assert steps["paper"].rl == config.load(profile="base", overrides=["rl.recipe=paper"]).rl
     changed = {"time": {"return_shape"}, "imbalance": {"time_signal"}, "state": {"state"},
                "dynamix": {"recipe", "warm_start", "timesteps"}}
     names = list(steps)
@@ -164,7 +164,7 @@ def test_ablation_ladder_adds_one_thing_per_step_from_the_paper_to_the_default()
         assert diff == changed[name], name
         assert dataclasses.replace(a, rl=b.rl) == b  # nothing outside rl moves
     with pytest.raises(ConfigError, match="rl.recipe = 'paper'"):
-        step_configs(config.load(overrides=["rl.recipe=paper"]))
+        step_configs(config.load(profile="base", overrides=["rl.recipe=paper"]))
 
 
 def test_ablation_judges_surrogate_trained_policies_with_the_model_math():
@@ -195,7 +195,7 @@ def test_ablation_table_reads_ratios_and_passes_off_the_per_run_results(tmp_path
     summary["total_time_s"] = 40.0
     path = tmp_path / "summary.csv"
     summary.to_csv(path, index=False)
-    cfg = config.load(overrides={"experiments": {"ablation": {"precomputed": str(path)}}})
+    cfg = config.load(profile="base", overrides={"experiments": {"ablation": {"precomputed": str(path)}}})
     out = ablation.run(cfg, tmp_path / "ablation")
     tab = pd.read_csv(tmp_path / "ablation" / "table.csv").set_index("policy")
     assert list(tab.index) == ["paper", "dynamix", "lbbsp"]  # ladder order, then the baselines

@@ -25,7 +25,7 @@ COMMITTED_AGENT = Path(__file__).resolve().parents[1] / "results/profiles/cpu-ag
 @pytest.fixture(scope="module")
 def setup():
     """Two workers at speeds 1 and 0.25: LB-BSP at the initial 2 x 32 moves the split from the second window."""
-    cfg = config.load(overrides={
+    cfg = config.load(profile="base", overrides={
         "model": {"name": "mlp", "width": 0.0625},
         "batch": {"min": 8, "max": 256, "initial": 32, "window": 2},
         "train": {"threads": 1, "epochs": 0.08, "eval_every": 2, "eval_samples": 200},
@@ -94,7 +94,7 @@ def test_the_oracle_and_compressed_runs_are_never_replayed(setup):
     cfg, _, _ = setup
     assert replay.replayable(cfg, make_policy(PolicySpec.parse("lbbsp")))
     assert not replay.replayable(cfg, make_policy(PolicySpec.parse("oracle:batch=64")))
-    lhc = config.load(overrides={**{"model": {"name": "mlp", "width": 0.0625}}, "engine": {"compression": "lhc"}})
+    lhc = config.load(profile="base", overrides={**{"model": {"name": "mlp", "width": 0.0625}}, "engine": {"compression": "lhc"}})
     assert not replay.replayable(lhc, make_policy(PolicySpec.parse("lbbsp")))
 
 

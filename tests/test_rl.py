@@ -228,7 +228,7 @@ def test_same_seed_same_actions_and_rewards_different_seed_differs(cost):
 
 
 def test_domain_randomisation_is_seeded_and_within_ranges():
-    rl = config.load().rl
+    rl = config.load(profile="base").rl
     specs = [sample_cluster(rl, np.random.default_rng(5), 100) for _ in range(2)]
     assert specs[0] == specs[1]
     many = [sample_cluster(rl, np.random.default_rng(s), 100) for s in range(30)]
@@ -242,7 +242,7 @@ def test_domain_randomisation_is_seeded_and_within_ranges():
 def test_domain_randomisation_spans_fixed_cost_and_overlap_only_when_asked():
     """Ranges of fixed per-iteration cost and ring overlap: drawn within them when set; left out of the
     draws (every fixed cost 0, no overlap) at the default [0, 0]."""
-    rl = config.load().rl
+    rl = config.load(profile="base").rl
     plain = [sample_cluster(rl, np.random.default_rng(s), 100) for s in range(20)]
     assert {w.device.fixed_ms for s in plain for w in s.workers} == {0.0}
     assert {s.architecture.overlap for s in plain} == {0.0}

@@ -128,9 +128,9 @@ def test_a_residual_span_starts_at_the_teachers_batch_and_keeps_every_decision_a
     with pytest.raises(ValueError, match="needs rl.action = 'global'"):
         ActionScheme.of("worker", (-25, 0, 25), BOUNDS, anchor=512, span=2.0)
     with pytest.raises(ConfigError, match=r"rl.residual_span = 2.0 .*rl.action = 'global' \(now 'worker'\)"):
-        config.load(overrides={"rl": {"residual_span": 2.0}})
+        config.load(profile="base", overrides={"rl": {"residual_span": 2.0}})
     with pytest.raises(ConfigError, match=r"rl.residual_span = 0.5 must be 0 \(none\) or at least 1"):
-        config.load(overrides={"rl": {"residual_span": 0.5, "action": "global"}})
+        config.load(profile="base", overrides={"rl": {"residual_span": 0.5, "action": "global"}})
 
 
 def _staying(scheme: ActionScheme, cluster: SyntheticCluster, n_workers: int, windows: int):
@@ -191,7 +191,7 @@ def test_a_floor_per_worker_grows_the_residual_start_with_the_cluster_and_the_ba
         pick = teacher_global_actions(row, GLOBAL_FACTORS, BOUNDS, global_batch=512, per_worker=64)
         assert GLOBAL_FACTORS[int(pick[0])] == want
     with pytest.raises(ConfigError, match="rl.residual_per_worker = 64 needs a residual span"):
-        config.load(overrides={"rl": {"residual_per_worker": 64}})
+        config.load(profile="base", overrides={"rl": {"residual_per_worker": 64}})
 
 
 def test_global_teacher_moves_the_global_batch_towards_its_target():
@@ -209,7 +209,7 @@ def test_global_teacher_moves_the_global_batch_towards_its_target():
                                                    ("state", "memory", "'schedule'")])
 def test_invalid_values_fail_in_one_line_naming_the_field(field, value, allowed):
     with pytest.raises(ConfigError, match=f"rl.{field} = .*{allowed}") as exc:
-        config.load(overrides={"rl": {field: value}})
+        config.load(profile="base", overrides={"rl": {field: value}})
     assert "\n" not in str(exc.value)
 
 
@@ -217,17 +217,22 @@ def test_the_new_settings_at_their_defaults_keep_the_config_hash():
     """Settings added at their neutral values (config.HASH_NEUTRAL) keep the hashes that stage records,
     checkpoints and the published cpu run (config 09518d80d260, before its comparison gained the global
     rules) were made under; changed, they count."""
-    earlier_default = {"policy_training": {"seeds": 3}, "compression": {"epochs": 2.0}}  # the default profile then
-    cfg = config.load(overrides={"experiments": earlier_default})
+    base = config.load(profile="base")
+    earlier_default = {"rl": dataclasses.asdict(base.rl), "sim": dataclasses.asdict(base.sim),  # the default profile then
+                       "evaluation": dataclasses.asdict(base.evaluation),
+                       "experiments": {"policy_training": {"seeds": 3}, "compression": {"epochs": 2.0},
+                                       "inference": {"policies": list(base.experiments.inference.policies)},
+                                       "scalability": {"policies": list(base.experiments.scalability.policies)}}}
+    cfg = config.load(profile="default", overrides=earlier_default)
     earlier = ["dynamix", "static:32", "static:64", "static:128", "static:256", "static:512", "lbbsp", "lbbsp:tuned", "gns"]
     oracle_then = {"oracle_batches": [32, 64, 128, 256], "oracle_seeds": 1, "oracle_refine": False,
                    "oracle_phase_epochs": []}  # the one-seed doubling grid it was published with
     cpu = config.load(profile="cpu", overrides={"experiments": {"inference": {"policies": earlier, **oracle_then}}})
     assert (cfg.hash(), cpu.hash()) == ("9da821755bef", "09518d80d260")
-    assert config.load(overrides={"rl": {"action": "global"}}).hash() != config.load().hash()
-    spanned = config.load(overrides={"rl": {"action": "global", "residual_span": 2.0}}).hash()
-    assert spanned != config.load(overrides={"rl": {"action": "global"}}).hash()
-    assert config.load(overrides={"experiments": {"target_levels": [0.8]}}).hash() != config.load().hash()
+    assert config.load(profile="base", overrides={"rl": {"action": "global"}}).hash() != config.load(profile="base").hash()
+    spanned = config.load(profile="base", overrides={"rl": {"action": "global", "residual_span": 2.0}}).hash()
+    assert spanned != config.load(profile="base", overrides={"rl": {"action": "global"}}).hash()
+    assert config.load(profile="base", overrides={"experiments": {"target_levels": [0.8]}}).hash() != config.load(profile="base").hash()
 
 
 # ---- training, artifact, inference -----------------------------------------------------------------------
@@ -295,9 +300,9 @@ def test_a_policy_trained_with_a_residual_span_starts_and_stays_within_it_wherev
 
 
 def test_round_trip_on_the_surrogate(tmp_path):
-    base = config.load(profile="default", overrides={"rl": {"episode_epochs": 0.5}})
+    base = config.load(profile="base", overrides={"rl": {"episode_epochs": 0.5}})
     path = progress.save(make_model(training_config(base)), tmp_path / "surrogate.json")
-    cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)}, "rl": {
+    cfg = config.load(profile="base", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)}, "rl": {
         "episode_epochs": 0.5, "state": "schedule", "action": "global", "n_steps": 16, "batch_size": 16, "timesteps": 32, "warm_start_timesteps": 16,
         "warm_start_epochs": 2, "net_arch": [16]}})
     env = DynamixEnv(training_config(cfg), cost=COST)
@@ -398,7 +403,7 @@ def test_an_artifact_of_a_removed_agent_option_is_refused_in_one_line(tmp_path, 
 def test_ablation_variants_are_one_change_each_to_the_default_and_selectable():
     from dynamix.experiments import ablation
 
-    cfg = config.load()
+    cfg = config.load(profile="base")
     variants = ablation.variant_configs(cfg)
     assert list(variants) == list(config.ABLATION_VARIANTS) == ["schedule", "global", "schedule-scratch",
                                                                 "global-scratch"]
@@ -409,12 +414,12 @@ def test_ablation_variants_are_one_change_each_to_the_default_and_selectable():
         diff = {f.name: getattr(v.rl, f.name) for f in dataclasses.fields(v.rl)
                 if getattr(v.rl, f.name) != getattr(cfg.rl, f.name)}
         assert diff == changed[name] and dataclasses.replace(v, rl=cfg.rl) == cfg
-    chosen = config.load(overrides={"experiments": {"ablation": {"steps": ["dynamix", "schedule", "global"],
+    chosen = config.load(profile="base", overrides={"experiments": {"ablation": {"steps": ["dynamix", "schedule", "global"],
                                                                  "seeds": 1}}})
     planned = {t.policy for t in ablation.plan(chosen) if t.kind == "train"}
     assert planned == {"dynamix", "schedule", "global"}
     assert ablation._order(["lbbsp", "global", "dynamix", "schedule"]) == ["dynamix", "schedule", "global", "lbbsp"]
     with pytest.raises(ConfigError, match="experiments.ablation.steps.*'global-scratch'"):
-        config.load(overrides={"experiments": {"ablation": {"steps": ["memory"]}}})
+        config.load(profile="base", overrides={"experiments": {"ablation": {"steps": ["memory"]}}})
     with pytest.raises(ConfigError, match="experiments.ablation.steps = \\['frame-stack'\\] is not allowed"):
-        config.load(overrides={"experiments": {"ablation": {"steps": ["frame-stack"]}}})  # removed, unrun
+        config.load(profile="base", overrides={"experiments": {"ablation": {"steps": ["frame-stack"]}}})  # removed, unrun

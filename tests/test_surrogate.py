@@ -34,9 +34,9 @@ from helpers.surrogate import COST, make_model
 @pytest.fixture
 def cfg(tmp_path) -> config.Config:
     """The default profile on the surrogate, its fitted model in ``tmp_path``; short episodes."""
-    base = config.load(profile="default", overrides={"rl": {"episode_epochs": 0.5}})
+    base = config.load(profile="base", overrides={"rl": {"episode_epochs": 0.5}})
     path = progress.save(make_model(training_config(base)), tmp_path / "surrogate.json")
-    return config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)},
+    return config.load(profile="base", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)},
                                                      "rl": {"episode_epochs": 0.5}})
 
 
@@ -46,9 +46,9 @@ def spec(**kw) -> ClusterSpec:
 
 
 def test_backend_is_a_config_choice():
-    assert config.load(overrides={"sim": {"backend": "surrogate"}}).sim.backend == "surrogate"
+    assert config.load(profile="base", overrides={"sim": {"backend": "surrogate"}}).sim.backend == "surrogate"
     with pytest.raises(ConfigError, match="sim.backend = 'fast'.*'surrogate'"):
-        config.load(overrides={"sim": {"backend": "fast"}})
+        config.load(profile="base", overrides={"sim": {"backend": "fast"}})
 
 
 def test_env_passes_check_env(cfg):
@@ -57,7 +57,7 @@ def test_env_passes_check_env(cfg):
 
 
 def test_same_spaces_as_the_real_env(cfg):
-    real_cfg = training_config(config.load(profile="default", overrides={"rl": {"episode_epochs": 0.5}}))
+    real_cfg = training_config(config.load(profile="base", overrides={"rl": {"episode_epochs": 0.5}}))
     # the real-math env reads only the training-set size from its data before the first reset
     real = DynamixEnv(real_cfg, data=SimpleNamespace(train_y=np.zeros(10_000)), cost=COST)
     sur = DynamixEnv(training_config(cfg), cost=COST)
@@ -102,7 +102,7 @@ def test_artifact_round_trips_and_a_corrupt_one_is_refused(cfg, tmp_path):
     path.write_text(path.read_text()[:100])  # truncated
     with pytest.raises(SurrogateArtifactError, match="not a fitted surrogate"):
         progress.load(path)
-    other = training_config(config.load(profile="default", overrides={"optim": {"lr": 0.1}}))
+    other = training_config(config.load(profile="base", overrides={"optim": {"lr": 0.1}}))
     with pytest.raises(SurrogateArtifactError, match=r"optim.lr = 0.05.*0.1"):
         progress.load(progress.save(model, tmp_path / "ok.json"), other)
 
@@ -164,7 +164,7 @@ def test_iteration_times_are_the_cost_models(cfg, arch):
     events = (Event(kind="slowdown", at_iteration=7, workers=(1,), factor=0.3, duration_iterations=6),
               Event(kind="bandwidth", at_time_s=0.5, workers=(2,), factor=0.1))
     s = spec(events=events, jitter=0.0, stragglers=Stragglers(0.0, 1.0), architecture=architecture)
-    run_cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
+    run_cfg = config.load(profile="base", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
                                                         "model": {"name": "mlp", "width": 0.25},
                                                         "train": {"max_iters": 60}})
     cluster = SurrogateCluster(s, run_cfg, progress.for_config(run_cfg), cost=COST)
@@ -194,7 +194,7 @@ def test_iteration_times_are_the_cost_models(cfg, arch):
 
 def test_jitter_and_stragglers_follow_the_specs_distribution(cfg):
     s = spec(jitter=0.1, stragglers=Stragglers(0.2, 0.4))
-    run_cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
+    run_cfg = config.load(profile="base", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
                                                         "model": {"name": "mlp", "width": 0.25}})
     cluster = SurrogateCluster(s, run_cfg, progress.for_config(run_cfg), cost=COST)
     speed, _ = cluster._speed_bandwidth(0, 4000)
@@ -206,7 +206,7 @@ def test_jitter_and_stragglers_follow_the_specs_distribution(cfg):
 
 
 def test_larger_batches_progress_less_per_sample_when_the_noise_scale_is_small(cfg):
-    run_cfg = config.load(profile="default", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
+    run_cfg = config.load(profile="base", overrides={"sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate},
                                                         "model": {"name": "mlp", "width": 0.25}})
     model = progress.for_config(run_cfg)
     small_noise = dataclasses.replace(model, noise_scale=50.0)
@@ -224,7 +224,7 @@ def test_larger_batches_progress_less_per_sample_when_the_noise_scale_is_small(c
 
 def test_fit_recovers_the_model_that_made_the_runs(cfg):
     """Static runs on the surrogate of a known model: the fit finds its kappa and test curve back."""
-    run_cfg = config.load(profile="default", overrides={
+    run_cfg = config.load(profile="base", overrides={
         "sim": {"backend": "surrogate", "surrogate": cfg.sim.surrogate}, "model": {"name": "mlp", "width": 0.25},
         "train": {"epochs": 3, "eval_every": 10}})
     truth = progress.for_config(run_cfg)
@@ -373,3 +373,25 @@ def test_the_real_maths_agreement_with_itself_caps_a_model_of_the_mean():
     # against each seed alone, (2, 2, 3) ranks with (1, 2, 3) and with (3, 2, 5) at sqrt(3) / 2; against
     # their mean (2, 2, 4) at 1
     assert per["spearman_per_seed"] == pytest.approx(np.sqrt(3) / 2) and per["spearman"] == pytest.approx(1.0)
+
+
+def test_rl_world_puts_policy_training_alone_on_the_surrogate(tmp_path):
+    """``rl.world: surrogate`` (the default profile's): PPO's episodes run on the surrogate while every
+    other simulation (``dynamix simulate``, the experiments) stays on ``sim.backend``; and the training
+    fits the surrogate it needs where the pipeline keeps it, or refuses to guess (a set ``sim.surrogate``
+    is used as given)."""
+    from dynamix.evaluation import plan, surrogate_fit
+
+    default = config.load(profile="default")
+    assert default.rl.world == "surrogate" and default.sim.backend == "math"
+    assert training_config(default).sim.backend == "surrogate"
+    assert plan.sim_config(default).sim.backend == "math"
+    base = config.load(profile="base")
+    assert training_config(base).sim.backend == base.sim.backend == "math"
+    back = config.load(profile="base", overrides={"sim": {"backend": "surrogate"}, "rl": {"world": "math"}})
+    assert training_config(back).sim.backend == "math"
+    assert surrogate_fit.on_fitted(back, tmp_path) is back  # trains on the math: nothing to fit
+    given = config.with_overrides(default, {"sim": {"surrogate": "some/fit.json"}})
+    assert surrogate_fit.on_fitted(given, tmp_path) is given
+    with pytest.raises(ConfigError, match="rl.world = 'sea'.*'surrogate'"):
+        config.load(profile="base", overrides={"rl": {"world": "sea"}})

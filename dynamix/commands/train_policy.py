@@ -5,8 +5,9 @@
     dynamix train-policy --name dynamix-resnet20 --init dynamix --timesteps 1024 \\
         --set rl.model=resnet8                                # transfer: fine-tune on another workload
 
-Writes ``results/policies/<name>.zip`` + ``.json`` and a resumable ``<name>.run/`` folder
-(:func:`dynamix.rl.learn.train_policy`); rerunning the same command resumes, ``--fresh`` starts over.
+A profile that trains on the surrogate fits it first where its pipeline keeps it, or reuses that fit
+(:func:`dynamix.evaluation.surrogate_fit.on_fitted`). Writes ``results/policies/<name>.zip`` + ``.json``
+and a resumable ``<name>.run/`` folder (:func:`dynamix.rl.learn.train_policy`); rerunning the same command resumes, ``--fresh`` starts over.
 A relative ``--out`` is read from the current directory; ``--name`` is a plain file name, and a second
 training of one name while the first runs is refused (:func:`dynamix.rundir.lock`).
 """
@@ -31,9 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from dynamix.evaluation.surrogate_fit import on_fitted
+    from dynamix.pipeline.runner import default_root
     from dynamix.rl.learn import train_policy
 
+    # a profile that trains on the surrogate (rl.world, sim.backend) trains on the one its pipeline fits
     cfg = config.load(args.params, args.profile, args.overrides)
+    cfg = on_fitted(cfg, default_root(cfg.profile))
     if args.timesteps is not None:
         config.check_value("--timesteps", args.timesteps, config.rng(1, None))
     name = rundir.plain_name("--name", args.name or cfg.experiments.policy_training.name)

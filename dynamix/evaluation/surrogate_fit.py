@@ -160,15 +160,15 @@ def stale_table(model: progress.ProgressModel, cfg: Config) -> str:
 
 
 def on_fitted(cfg: Config, root: str | Path) -> Config:
-    """``cfg`` training on the fitted surrogate of the workload its policy trains on when ``sim.backend``
-    is ``surrogate`` and ``sim.surrogate`` names none: fitted (:func:`fit`, the static sweep with the
-    model math) into ``root/surrogate/``, or reused when a valid fit of that workload is there; ``cfg``
-    unchanged otherwise."""
-    if cfg.sim.backend != "surrogate" or cfg.sim.surrogate:
-        return cfg
+    """``cfg`` training on the fitted surrogate of the workload its policy trains on when its policy
+    trains on the surrogate (``rl.world``, else ``sim.backend``) and ``sim.surrogate`` names none:
+    fitted (:func:`fit`, the static sweep with the model math) into ``root/surrogate/``, or reused when a
+    valid fit of that workload is there; ``cfg`` unchanged otherwise."""
     from dynamix.rl.env import training_config
 
     trained_on = training_config(cfg)
+    if trained_on.sim.backend != "surrogate" or cfg.sim.surrogate:
+        return cfg
     fit_cfg = with_overrides(cfg, {"experiments": {"model": trained_on.model.name, "width": trained_on.model.width},
                                    "optim": dataclasses.asdict(trained_on.optim)})
     path = progress.default_path(fit_config(fit_cfg), Path(root) / "surrogate")

@@ -70,7 +70,8 @@ evaluations would only cost time."""
 
 
 def training_config(cfg: Config) -> Config:
-    """``cfg`` as an RL episode runs it: the ``rl`` workload and episode budget, no test evaluations."""
+    """``cfg`` as an RL episode runs it: the ``rl`` workload, world (``rl.world``) and episode budget, no
+    test evaluations."""
     rl = cfg.rl
     epochs = rl.episode_epochs
     if rl.return_shape == "time":  # the time budget ends the episode; epochs only cap it (module docstring)
@@ -78,7 +79,8 @@ def training_config(cfg: Config) -> Config:
     every = cfg.batch.window if rl.return_shape == "target" else NO_EVAL  # target: a test every window
     return with_overrides(cfg, {"model": {"name": rl.model or cfg.model.name, "width": rl.width or cfg.model.width},
                                 "train": {"epochs": epochs, "max_iters": 0, "eval_every": every,
-                                          "schedule_epochs": rl.episode_epochs}})
+                                          "schedule_epochs": rl.episode_epochs},
+                                "sim": {"backend": rl.world or cfg.sim.backend}})
 
 
 def reference_target(cfg: Config, n_workers: int, n_train: int, data: Cifar10 | None = None,

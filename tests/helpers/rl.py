@@ -22,7 +22,7 @@ def rl_cfg(**rl) -> config.Config:
                "batch_size": 8, "n_epochs": 1, "timesteps": 16, "net_arch": [16], "warm_start": "none",
                "warm_start_batch": 64, **rl},  # the default 512 exceeds what these bounds allow 2 workers
     }
-    return config.load(overrides=over)
+    return config.load(profile="base", overrides=over)
 
 
 def two_speed() -> ClusterSpec:
