@@ -33,7 +33,7 @@ from helpers.surrogate import COST, make_model
 
 @pytest.fixture
 def cfg(tmp_path) -> config.Config:
-    """The default profile on the surrogate, its fitted model in ``tmp_path``; short episodes."""
+    """The base configuration on the surrogate, its fitted model in ``tmp_path``; short episodes."""
     base = config.load(profile="base", overrides={"rl": {"episode_epochs": 0.5}})
     path = progress.save(make_model(training_config(base)), tmp_path / "surrogate.json")
     return config.load(profile="base", overrides={"sim": {"backend": "surrogate", "surrogate": str(path)},
@@ -295,6 +295,27 @@ def _target_episode(cfg: config.Config, target: float) -> tuple[DynamixEnv, dict
         _, r, done, _, info = env.step(keep)
         rewards.append(r)
     return env, first, rewards, info
+
+
+def test_a_cluster_whose_first_window_reaches_the_derived_target_is_drawn_again(cfg, monkeypatch):
+    """A derived target that a cluster's first window already reaches (a 3-epoch run on 32 workers is
+    about two windows) leaves the agent no decision: that cluster is replaced by the next one, and only
+    clusters that all do so are refused, naming how many were drawn."""
+    from dynamix.rl import env as env_module
+
+    tcfg = training_config(config.with_overrides(cfg, {"rl": {"return_shape": "target", "episode_epochs": 4.0}}))
+    easy, hard = spec(name="easy"), spec(name="hard")
+    targets = {"easy": 0.01, "hard": 0.999}
+    def target(self, n_workers):  # by the cluster about to run (the real one is by worker count alone)
+        return targets[self.specs[max(getattr(self, "episode", 0), 0) % len(self.specs)].name]
+
+    monkeypatch.setattr(DynamixEnv, "_target", target)
+    env = DynamixEnv(tcfg, specs=[easy, hard], cost=COST)
+    env.reset(seed=3)
+    assert (env.episode, env.target, env.reached) == (1, 0.999, False)  # "easy" was drawn again
+    only_easy = DynamixEnv(tcfg, specs=[easy], cost=COST)
+    with pytest.raises(ValueError, match=f"reached in the first window .*on {env_module.REDRAWS} clusters drawn"):
+        only_easy.reset(seed=3)
 
 
 def test_target_return_is_minus_the_time_to_target_and_a_miss_pays_its_time_twice(cfg):
