@@ -36,14 +36,15 @@ def main(args: argparse.Namespace) -> int:
     from dynamix.pipeline.runner import default_root
     from dynamix.rl.learn import train_policy
 
-    # a profile that trains on the surrogate (rl.world, sim.backend) trains on the one its pipeline fits
     cfg = config.load(args.params, args.profile, args.overrides)
-    cfg = on_fitted(cfg, default_root(cfg.profile))
     if args.timesteps is not None:
         config.check_value("--timesteps", args.timesteps, config.rng(1, None))
     name = rundir.plain_name("--name", args.name or cfg.experiments.policy_training.name)
     folder = rundir.out_path(args.out).absolute() if args.out is not None else paths.POLICIES
     rundir.lock(folder / f"{name}.run", "--name")  # its checkpoint and progress.csv: one training at a time
+    # a profile that trains on the surrogate (rl.world, sim.backend) trains on the one its pipeline fits,
+    # fitted here after every argument is checked: a bad one is refused before a single run
+    cfg = on_fitted(cfg, default_root(cfg.profile))
     out = train_policy(cfg, name, timesteps=args.timesteps, init=args.init, fresh=args.fresh, out_dir=folder)
     progress = out.with_suffix(".run") / "progress.csv"
     rets = np.loadtxt(progress, delimiter=",", skiprows=1, usecols=2, ndmin=1) if progress.exists() else []
