@@ -360,9 +360,9 @@ class PolicyTrainingExperiment:
                          doc="training seeds (train.seed + k): k = 0 is the pipeline's policy, the others "
                              "(<name>-s<k>) give the reward curve its band over seeds (paper Fig. 3)")
     select: bool = setting(False,
-                           doc="dynamix pipeline runs dynamix select-policy right after this stage, so the policy "
-                               "that ships is the validation clusters' choice among the seeds and snapshots "
-                               "(dynamix.pipeline.selection); false: the first seed's, unless selection/ exists")
+                           doc="the selection stage chooses the policy that ships among the seeds and snapshots "
+                               "on the validation clusters with the real math (dynamix.experiments.selection); "
+                               "false: the first seed's, unless dynamix select-policy has chosen one")
 
 
 @dataclass(frozen=True)
@@ -958,7 +958,7 @@ class RLConfig:
     snapshots: tuple[float, ...] = setting((), rng(0.0, 0.999),
                                            doc="fractions of the training's timesteps at which the policy is "
                                                "also saved, as <name>-at<percent>.zip (0: right after the warm "
-                                               "start, before PPO): more candidates for dynamix select-policy, "
+                                               "start, before PPO): more candidates for the selection stage, "
                                                "which scores them on the validation clusters (early stopping "
                                                "by validation); [] = the final policy alone")
 

@@ -92,8 +92,8 @@ def _experiment_imports(source: str) -> set[str]:
 def test_experiments_holds_the_stages_only_one_per_notebook():
     """dynamix.experiments holds one module per stage notebook (``notebooks/NN_<stage>.ipynb``; the
     playground, explore.ipynb, is no stage) and nothing else: what stages share sits in the layers
-    below them (dynamix.evaluation.plan, .policy_names), the surrogate's fit and the choice among the
-    trained seeds beside the work they do (dynamix.evaluation.surrogate_fit, dynamix.pipeline.selection).
+    below them (dynamix.evaluation.plan, .policy_names), the surrogate's fit beside the work it does
+    (dynamix.evaluation.surrogate_fit).
     No stage imports another (import-linter's stages-independent contract, too), and the pipeline
     (dynamix.pipeline) runs their notebooks, reads their manifests' provenance, and imports no stage."""
     folder = paths.ROOT / "dynamix" / "experiments"

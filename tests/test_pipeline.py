@@ -89,38 +89,27 @@ def test_rows_written_before_the_completion_column_count_as_complete(tmp_path):
     assert read_times(tmp_path)["complete"].tolist() == [True]
 
 
-def test_a_profile_that_asks_for_it_chooses_its_policy_right_after_training_and_times_the_choice(
+def test_the_selection_stage_runs_again_whenever_the_policies_it_chooses_among_were_trained_again(
         tmp_path, monkeypatch, clock):
-    from dynamix import config
-
-    asked = config.load(profile="smoke", overrides=["experiments.policy_training.select=true"])
-    monkeypatch.setattr(runner.config, "load", lambda profile: asked)
-    calls: list[list[str]] = []
-
-    def select(cmd, cwd, check):
-        calls.append(cmd)
-        if len(calls) == 1:
-            raise KeyboardInterrupt("the sitting ends during the choice")
-
-    monkeypatch.setattr(runner.subprocess, "run", select)
-    first = FakePapermill()
+    first = FakePapermill(interrupt_at="selection")
     monkeypatch.setattr(papermill, "execute_notebook", first)
     with pytest.raises(KeyboardInterrupt):
         run_pipeline("smoke", tmp_path)
-    assert first.ran == list(STAGES[: STAGES.index("policy_training") + 1])  # nothing after the choice ran
-    assert calls[0][-6:] == ["select-policy", "--profile", "smoke", "--results", str(tmp_path), "--no-progress"]
+    assert first.ran == list(STAGES[: STAGES.index("selection") + 1])  # nothing after the choice ran
+    assert STAGES.index("selection") == STAGES.index("policy_training") + 1 < STAGES.index("inference")
 
     second = FakePapermill()
     monkeypatch.setattr(papermill, "execute_notebook", second)
     run_pipeline("smoke", tmp_path)
-    assert len(calls) == 2 and second.ran == list(STAGES[STAGES.index("policy_training") + 1:])
+    assert second.ran == list(STAGES[STAGES.index("selection"):])
     times = read_times(tmp_path).set_index("stage")
-    assert list(times.index) == [*STAGES[: STAGES.index("inference")], "selection", *STAGES[STAGES.index("inference"):]]
     assert times["complete"].all() and times.loc["selection", "seconds"] == 20  # both sittings' attempts
 
-    run_pipeline("smoke", tmp_path)  # everything complete: no choice again
-    assert len(calls) == 2
-    run_pipeline("smoke", tmp_path, stages=["inference"])  # the trained policies unchanged: no choice either
-    assert len(calls) == 2
-    run_pipeline("smoke", tmp_path, stages=["policy_training"])  # retrained: chosen again
-    assert len(calls) == 3 and read_times(tmp_path).set_index("stage").loc["selection", "seconds"] == 10
+    for stages, ran in ((None, []),  # everything complete: no choice again
+                        (["inference"], ["inference"]),  # the trained policies unchanged: no choice either
+                        (["policy_training"], ["policy_training", "selection"])):  # retrained: chosen again
+        again = FakePapermill()
+        monkeypatch.setattr(papermill, "execute_notebook", again)
+        run_pipeline("smoke", tmp_path, stages=stages)
+        assert again.ran == ran, stages
+    assert read_times(tmp_path).set_index("stage").loc["selection", "seconds"] == 10

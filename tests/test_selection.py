@@ -1,4 +1,5 @@
-"""Choosing the policy that ships (dynamix/evaluation/selection.py, dynamix/pipeline/selection.py):
+"""Choosing the policy that ships (dynamix/evaluation/selection.py; the selection stage,
+dynamix/experiments/selection.py):
 scored with the real math on validation clusters beside the LB-BSP sweep, a miss censored, and every
 later stage's ``dynamix`` the choice until its artifact changes."""
 
@@ -16,7 +17,7 @@ from dynamix.config import ConfigError
 from dynamix.evaluation import plan, selection, targets, tuning
 from dynamix.evaluation.policy_names import policy_dir, resolve_policy
 from dynamix.experiments import policy_training
-from dynamix.pipeline import selection as select_stage
+from dynamix.experiments import selection as select_stage
 
 
 def test_a_candidate_that_misses_cannot_win_and_the_rule_is_scored_beside_it():
@@ -44,10 +45,10 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
     policy_training.run(cfg, root / "policy_training")
     pdir = policy_dir(root / "policy_training")
     assert resolve_policy("dynamix", pdir, "dynamix") == f"dynamix:{pdir / 'dynamix.zip'}"  # no selection yet
-    summary = select_stage.run(cfg, root, progress=False)
+    summary = select_stage.run(cfg, root / "selection", progress=False, choose=True)
     mine = ["dynamix", "dynamix-s1", "dynamix-at0", "dynamix-s1-at0"]  # each seed's warm start is a candidate too
     assert list(summary["scores"]) == mine + ["lbbsp:batch=256", "lbbsp:batch=512"]  # finals, then snapshots
-    chosen = summary["chosen"].removesuffix(".zip")
+    chosen = summary["ships"].removesuffix(".zip")
     assert summary["scores"][chosen] == min(summary["scores"][m] for m in mine)
     assert min(summary["scores"].values()) == pytest.approx(1.0)  # one cluster: its fastest policy scores 1
     table = pd.read_csv(root / "selection" / "selection.csv")
@@ -64,14 +65,14 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
     finals = pd.concat([sweeps["per_worker_batch"], table])["final_accuracy"]
     assert table["target_accuracy"].unique() == pytest.approx([cfg.evaluation.target_fraction * finals.max()])
     assert sweeps["global_batch"]["target_accuracy"].unique() == pytest.approx(table["target_accuracy"].unique())
-    assert resolve_policy("dynamix", pdir, "dynamix") == f"dynamix:{pdir / summary['chosen']}"
+    assert resolve_policy("dynamix", pdir, "dynamix") == f"dynamix:{pdir / summary['ships']}"
     # a retrained (changed) artifact is not what was scored: refused, naming the record
-    with open(pdir / summary["chosen"], "ab") as fh:
+    with open(pdir / summary["ships"], "ab") as fh:
         fh.write(b"\0")
     with pytest.raises(ConfigError, match="selection.json chose .* which has changed since"):
         resolve_policy("dynamix", pdir, "dynamix")
     # the command: the same choice (its runs are cached), one JSON line
-    (pdir / summary["chosen"]).write_bytes((pdir / summary["chosen"]).read_bytes()[:-1])
+    (pdir / summary["ships"]).write_bytes((pdir / summary["ships"]).read_bytes()[:-1])
     assert cli_main(["select-policy", "--profile", "smoke", "--results", str(root), "--no-progress",
                      *[f"--set={k}={json.dumps(v)}" for k, v in {
                          "experiments.seeds": 1, "experiments.jobs": 1, "experiments.epochs": 0.05,
@@ -81,7 +82,18 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
                          "experiments.inference.tune_global_batches": [256, 512],
                          "experiments.inference.tune_seeds": 1, "rl.timesteps": 16,
                          "rl.snapshots": [0.0]}.items()]]) == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["chosen"] == summary["chosen"]
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ships"] == summary["ships"]
+    (png,) = select_stage.figures(root / "selection", tmp_path / "figures")
+    assert png.stat().st_size > 1000 and png.with_suffix(".pdf").exists()
+    # a profile that does not select: the stage scores nothing and records what the later stages run,
+    # the choice made by hand above, else the first seed's final policy (and draws nothing)
+    unselected = config.with_overrides(cfg, {"experiments": {"policy_training": {"select": False}}})
+    kept = select_stage.run(unselected, root / "selection", progress=False)
+    assert kept == {"name": "dynamix", "selected": False, "ships": summary["ships"],
+                    "chosen_before": summary["ships"] != "dynamix.zip"}
+    (root / "selection" / "selection.json").unlink()
+    assert select_stage.run(unselected, root / "selection", progress=False)["ships"] == "dynamix.zip"
+    assert select_stage.figures(root / "selection", tmp_path / "none") == []
 
 
 def _pair(times: dict[str, list[float]], clusters=("a", "b")) -> pd.DataFrame:

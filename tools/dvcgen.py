@@ -106,9 +106,17 @@ OUTS: dict[str, tuple[str, str]] = {
     metrics:
       - results/policy_training/summary.json: {cache: false}
 """),
+    "selection": ("", """\
+    outs:
+      - results/notebooks/03_selection.ipynb
+      - results/selection/manifest.json
+      - results/figures/selection
+    metrics:
+      - results/selection/summary.json: {cache: false}
+"""),
     "inference": ("", """\
     outs:
-      - results/notebooks/03_inference.ipynb
+      - results/notebooks/04_inference.ipynb
       - results/inference/runs.csv
       - results/inference/summary.csv
       - results/inference/levels.csv
@@ -124,7 +132,7 @@ OUTS: dict[str, tuple[str, str]] = {
 """),
     "scalability": ("", """\
     outs:
-      - results/notebooks/04_scalability.ipynb
+      - results/notebooks/05_scalability.ipynb
       - results/scalability/runs.csv
       - results/scalability/summary.csv
       - results/scalability/manifest.json
@@ -135,7 +143,7 @@ OUTS: dict[str, tuple[str, str]] = {
 """),
     "transfer": ("", """\
     outs:
-      - results/notebooks/05_transfer.ipynb
+      - results/notebooks/06_transfer.ipynb
       - results/transfer/runs.csv
       - results/transfer/summary.csv
       - results/transfer/manifest.json
@@ -147,7 +155,7 @@ OUTS: dict[str, tuple[str, str]] = {
 """),
     "claims": ("", """\
     outs:
-      - results/notebooks/06_claims.ipynb
+      - results/notebooks/07_claims.ipynb
       - results/claims/claims.csv
       - results/claims/claims.md
       - results/claims/per_config.csv
@@ -165,7 +173,7 @@ OUTS: dict[str, tuple[str, str]] = {
         "  # default profile: tables and figure from docs/expected/ablation (seconds); profile ablation: ~2 h",
         """\
     outs:  # results/ablation/work (policies, run cache) is not an output: it persists, and a rerun resumes from it
-      - results/notebooks/07_ablation.ipynb
+      - results/notebooks/08_ablation.ipynb
       - results/ablation/summary.csv
       - results/ablation/compare.csv
       - results/ablation/table.csv
@@ -177,7 +185,7 @@ OUTS: dict[str, tuple[str, str]] = {
 """),
     "compression": ("", """\
     outs:
-      - results/notebooks/08_compression.ipynb
+      - results/notebooks/09_compression.ipynb
       - results/compression/runs.csv
       - results/compression/summary.csv
       - results/compression/compression.csv
@@ -196,6 +204,7 @@ plots:
   - results/figures/baselines/accuracy_vs_time.png
   - results/figures/baselines/throughput_vs_batch.png
   - results/figures/policy_training/reward_curve.png
+  - results/figures/selection/scores.png
   - results/figures/inference/accuracy_vs_time.png
   - results/figures/inference/time_to_target.png
   - results/figures/inference/final_accuracy.png

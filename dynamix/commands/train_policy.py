@@ -6,8 +6,9 @@
         --set rl.model=resnet8                                # transfer: fine-tune on another workload
 
 A profile that trains on the surrogate fits it first where its pipeline keeps it, or reuses that fit
-(:func:`dynamix.evaluation.surrogate_fit.on_fitted`). Writes ``results/policies/<name>.zip`` + ``.json``
-and a resumable ``<name>.run/`` folder (:func:`dynamix.rl.learn.train_policy`); rerunning the same command resumes, ``--fresh`` starts over.
+(:func:`dynamix.evaluation.surrogate_fit.on_fitted`). Writes ``results/policies/<name>.zip`` +
+``.json`` and a resumable ``<name>.run/`` folder (:func:`dynamix.rl.learn.train_policy`); rerunning the
+same command resumes, ``--fresh`` starts over.
 A relative ``--out`` is read from the current directory; ``--name`` is a plain file name, and a second
 training of one name while the first runs is refused (:func:`dynamix.rundir.lock`).
 """
@@ -23,10 +24,13 @@ from dynamix.commands.options import add_config_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", default=None, help="artifact name (default: experiments.policy_training.name)")
+    parser.add_argument("--name", default=None,
+                        help="artifact name (default: experiments.policy_training.name)")
     add_config_arguments(parser)
-    parser.add_argument("--timesteps", type=int, default=None, help="per-worker transitions (default: rl.timesteps)")
-    parser.add_argument("--init", default=None, help="fine-tune this policy artifact (transfer) instead of starting fresh")
+    parser.add_argument("--timesteps", type=int, default=None,
+                        help="per-worker transitions (default: rl.timesteps)")
+    parser.add_argument("--init", default=None,
+                        help="fine-tune this policy artifact (transfer) instead of starting fresh")
     parser.add_argument("--fresh", action="store_true", help="ignore and replace an existing checkpoint")
     parser.add_argument("--out", default=None, help="folder for the artifact (default: results/policies)")
 

@@ -2,7 +2,7 @@
 the run cache they share, and work done side by side.
 
 A stage (:mod:`dynamix.experiments`), the playground (:mod:`dynamix.explore`) and the steps between
-stages (:mod:`dynamix.pipeline.selection`, :mod:`dynamix.evaluation.surrogate_fit`) build their runs
+stages (:mod:`dynamix.experiments.selection`, :mod:`dynamix.evaluation.surrogate_fit`) build their runs
 through here, so every experiment trains the same workload under the same budget and shares one run
 cache. What the policy names of the experiments stand for: :mod:`dynamix.evaluation.policy_names`.
 """

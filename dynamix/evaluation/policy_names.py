@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dynamix.config import ConfigError
+from dynamix.config import Config, ConfigError
 from dynamix.policies.base import TRAINED, PolicySpec
 
 
@@ -29,8 +29,8 @@ TUNED = {TUNED_LBBSP: "per_worker_batch", TUNED_GLOBAL_LBBSP: "global_batch"}
 
 
 SELECTION = "selection"
-"""The folder beside ``policies/`` where ``dynamix select-policy`` records which seed's policy ships
-(:mod:`dynamix.pipeline.selection`)."""
+"""The folder beside ``policies/`` where the selection stage (or ``dynamix select-policy``) records which seed's policy ships
+(:mod:`dynamix.experiments.selection`)."""
 
 
 def trained_policy(policy_dir: Path, name: str) -> Path:
@@ -48,6 +48,20 @@ def trained_policy(policy_dir: Path, name: str) -> Path:
         raise ConfigError(f"{record} chose {path}, which has changed since (or is gone): rerun `dynamix "
                           "select-policy`, or delete the record to use the first seed's policy")
     return path
+
+
+def trained_candidates(cfg: Config, policy_dir: Path) -> dict[str, str]:
+    """What the selection stage chooses among, label -> policy spec: the policy_training stage's final
+    policies, ``<name>`` (seed 0) and ``<name>-s<k>``, then each seed's snapshots ``<seed>-at<p>``
+    (``rl.snapshots``); a ConfigError naming any that is missing."""
+    name, n = cfg.experiments.policy_training.name, cfg.experiments.policy_training.seeds
+    labels = [name] + [f"{name}-s{k}" for k in range(1, n)]
+    snapshots = [snap for label in labels for snap in cfg.rl.snapshot_names(label)]
+    missing = [label for label in labels + snapshots if not (Path(policy_dir) / f"{label}.zip").exists()]
+    if missing:
+        raise ConfigError(f"no trained policy {', '.join(missing)} in {policy_dir}: run the policy_training "
+                          "stage first")
+    return {label: f"dynamix:{Path(policy_dir) / label}.zip" for label in labels + snapshots}
 
 
 def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:

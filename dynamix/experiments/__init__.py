@@ -15,6 +15,8 @@ Modules, one per stage notebook (``notebooks/NN_<stage>.ipynb``), in the pipelin
 - ``policy_training``  train the agent on randomised clusters over training seeds (on the fitted
                        surrogate when ``sim.backend`` is ``surrogate``: fitted first when needed,
                        :mod:`dynamix.evaluation.surrogate_fit`); the reward curve;
+- ``selection``        which trained policy ships, chosen on the validation clusters with the real
+                       math when the profile asks (``experiments.policy_training.select``);
 - ``inference``        the agent against every baseline on the held-out clusters, one engine run;
 - ``scalability``      the policies as the cluster grows (to 32 workers);
 - ``transfer``         a policy trained on one workload, run on another;
@@ -25,8 +27,7 @@ Modules, one per stage notebook (``notebooks/NN_<stage>.ipynb``), in the pipelin
 The package holds the stages only, and no stage imports another. What they share sits below them:
 how their simulated runs are planned (workload, run config, seeds, budgets, run cache:
 :mod:`dynamix.evaluation.plan`) and what their policy names stand for
-(:mod:`dynamix.evaluation.policy_names`). Between two stages, ``dynamix select-policy`` may choose the
-policy that ships among the trained seeds (:mod:`dynamix.pipeline.selection`).
+(:mod:`dynamix.evaluation.policy_names`).
 
 ``run`` writes into ``out_dir`` and returns the summary:
 
@@ -57,6 +58,7 @@ EXPERIMENTS: dict[str, str] = {
     "prepare": "dynamix.experiments.prepare",
     "baselines": "dynamix.experiments.baselines",
     "policy_training": "dynamix.experiments.policy_training",
+    "selection": "dynamix.experiments.selection",
     "inference": "dynamix.experiments.inference",
     "scalability": "dynamix.experiments.scalability",
     "transfer": "dynamix.experiments.transfer",

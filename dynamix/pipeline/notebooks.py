@@ -49,7 +49,15 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         "episode (the paper's reward curve). The policy is saved under `results/policies/`.",
     ),
     NotebookSpec(
-        "03_inference", "inference", "DYNAMIX against every baseline",
+        "03_selection", "selection", "Which trained policy ships",
+        "Scores every trained seed's policy and its snapshots on the validation clusters with the real math, "
+        "beside LB-BSP at each global batch, and confirms a trained choice against its warm start on fresh "
+        "seeds (`experiments.policy_training.select`); held-out clusters play no part. Every later stage's "
+        "`dynamix` is the policy that ships.",
+        ('pd.read_csv(results / "selection" / "selection.csv") if summary["selected"] else summary',),
+    ),
+    NotebookSpec(
+        "04_inference", "inference", "DYNAMIX against every baseline",
         "On held-out heterogeneous clusters, for SGD and Adam workloads: accuracy against time, time to "
         "target accuracy and final accuracy of DYNAMIX, static batch sizes, LB-BSP, GNS and ramp; plus "
         "one end-to-end run of the real engine with 4 emulated heterogeneous workers through the gRPC "
@@ -57,26 +65,26 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         ('pd.read_csv(results / "inference" / "summary.csv")',),
     ),
     NotebookSpec(
-        "04_scalability", "scalability", "Scalability",
+        "05_scalability", "scalability", "Scalability",
         "The same worker mix at 4, 8, 16 and 32 workers (64/128 in the paper profile): time to target and "
         "throughput per policy.",
         ('pd.read_csv(results / "scalability" / "summary.csv")',),
     ),
     NotebookSpec(
-        "05_transfer", "transfer", "Policy transfer",
+        "06_transfer", "transfer", "Policy transfer",
         "A policy trained on one workload, run on another (ResNet34 -> ResNet50 and VGG11-SGD -> "
         "VGG11-Adam in the paper; CPU stand-ins in the default profile), against a policy trained on the "
         "target and against a static batch size.",
         ('pd.read_csv(results / "transfer" / "summary.csv")',),
     ),
     NotebookSpec(
-        "06_claims", "claims", "The paper's claims against our numbers",
+        "07_claims", "claims", "The paper's claims against our numbers",
         "Each claim of the paper beside the number this pipeline measured, with a 95% t interval "
         "over seeds.",
         ('pd.read_csv(results / "claims" / "claims.csv")',),
     ),
     NotebookSpec(
-        "07_ablation", "ablation", "Ablation: from the paper's recipe to ours",
+        "08_ablation", "ablation", "Ablation: from the paper's recipe to ours",
         "The paper's recipe (`rl.recipe: paper`), then one addition at a time up to the default recipe: "
         "the time-weighted return, the imbalance time signal, our state (`lb_gap`), the LB-BSP warm start. "
         "Time to target over the median static on the held-out and validation clusters, beside LB-BSP, GNS "
@@ -85,7 +93,7 @@ NOTEBOOKS: tuple[NotebookSpec, ...] = (
         ('pd.read_csv(results / "ablation" / "table.csv")',),
     ),
     NotebookSpec(
-        "08_compression", "compression", "Batch-size policies with lossless gradient compression",
+        "09_compression", "compression", "Batch-size policies with lossless gradient compression",
         "On a communication-bound cluster, static batch sizes, LB-BSP, GNS and the DYNAMIX agent train each "
         "sparse workload (`experiments.compression.workloads`: ncf on the interaction data, lstm-lm on the "
         "token stream) with and without lossless homomorphic compression (`engine.compression: lhc`, arXiv "

@@ -24,10 +24,10 @@ policy training resumes from its checkpoints. Several sittings make one run:
   pipeline is started again; naming it in ``stages`` runs it again, its time starting from zero. An
   incomplete stage carries its time on whether named or not: its next attempt reuses the runs the
   interrupted one finished, so both attempts are the stage's cost.
-- A profile that sets ``experiments.policy_training.select`` takes the one step that is no stage right
-  after ``policy_training``: ``dynamix select-policy`` (:mod:`dynamix.pipeline.selection`), timed in
-  the same table as ``selection``, so a profile's whole wall time is the sum of ``seconds``. It runs
-  when its row is not complete under these settings, or when ``policy_training`` ran in this sitting.
+- ``selection`` chooses among the policies ``policy_training`` trained, so it runs again whenever
+  ``policy_training`` ran in this sitting, complete or named or not: a choice among other policies
+  would name an artifact that has changed (:func:`dynamix.evaluation.policy_names.trained_policy`
+  refuses it).
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ import datetime as dt
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -51,14 +49,10 @@ from dynamix.pipeline import notebooks as gen
 log = logging.getLogger(__name__)
 
 STAGES = tuple(spec.experiment for spec in gen.NOTEBOOKS)
-"""The stages in pipeline order (one notebook each, as in dvc.yaml)."""
+"""The stages in pipeline order (one notebook each, as in dvc.yaml), the rows of ``stage_times.csv``."""
 
-SELECTION = "selection"
-"""The step between ``policy_training`` and ``inference`` (module docstring), a row of ``stage_times.csv``."""
-
-_AFTER_TRAINING = STAGES.index("policy_training") + 1
-ORDER = STAGES[:_AFTER_TRAINING] + (SELECTION,) + STAGES[_AFTER_TRAINING:]
-"""The rows of ``stage_times.csv`` in the order they run."""
+FOLLOWS = {"selection": "policy_training"}
+"""Stage -> the stage whose outputs it chooses among: it runs again whenever that one ran (module docstring)."""
 
 
 def default_root(profile: str) -> Path:
@@ -118,13 +112,13 @@ def record_time(root: Path, stage: str, seconds: float, started: str, config_has
     rows = old[old["stage"] != stage].to_dict("records") + [{
         "stage": stage, "seconds": round(total, 1), "started_utc": first, "config_hash": config_hash,
         "complete": complete}]
-    table = pd.DataFrame(rows, columns=TIME_COLUMNS).sort_values("stage", key=lambda s: s.map(ORDER.index))
+    table = pd.DataFrame(rows, columns=TIME_COLUMNS).sort_values("stage", key=lambda s: s.map(STAGES.index))
     io.write_csv(table, root / "stage_times.csv")
     return table
 
 
 def completed(root: Path, config_hash: str) -> set[str]:
-    """The stages (and the selection step) ``stage_times.csv`` records as complete under ``config_hash``."""
+    """The stages ``stage_times.csv`` records as complete under ``config_hash``."""
     t = read_times(root)
     return set(t[t["complete"] & (t["config_hash"] == config_hash)]["stage"])
 
@@ -162,7 +156,7 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
 
     def timed(name: str, step) -> None:
         started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        log.info("pipeline %s: %s %s", profile, "step" if name == SELECTION else "stage", name)
+        log.info("pipeline %s: stage %s", profile, name)
         t0 = time.perf_counter()
         complete = False
         try:
@@ -179,20 +173,16 @@ def run_pipeline(profile: str, root: str | Path | None = None, stages: Sequence[
             kernel_name="python3", cwd=str(cwd), progress_bar=False, log_output=log_output,
         )  # fmt: skip
 
-    def select() -> None:  # a process of its own, as each stage's kernel is
-        subprocess.run([sys.executable, "-m", "dynamix.cli", "select-policy", "--profile", profile,
-                        "--results", str(root), "--no-progress"], cwd=str(cwd), check=True)
-
+    ran: set[str] = set()
     with _results_env(root), _sigterm_as_interrupt():
         for spec in gen.NOTEBOOKS:
-            if spec.experiment not in todo:
+            stage = spec.experiment
+            if stage not in todo and FOLLOWS.get(stage) not in ran:
                 continue
-            if spec.experiment in done:
+            if stage in done and FOLLOWS.get(stage) not in ran:
                 log.info("pipeline %s: stage %s is complete (stage_times.csv); --stages %s reruns it",
-                         profile, spec.experiment, spec.experiment)
-            else:
-                timed(spec.experiment, lambda: notebook(spec))
-            if spec.experiment == "policy_training" and cfg.experiments.policy_training.select and (
-                    SELECTION not in done or "policy_training" not in done):
-                timed(SELECTION, select)
+                         profile, stage, stage)
+                continue
+            timed(stage, lambda: notebook(spec))
+            ran.add(stage)
     return root

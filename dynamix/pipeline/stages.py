@@ -77,17 +77,27 @@ READS: dict[str, Reads] = {
                 "experiments.baselines", "experiments.policy_training"),
         files=("data/cifar10-mini.tar.gz", "clusters", "calibrations"),
     ),
+    "selection": Reads(
+        # the candidates run on the validation clusters under the evaluation protocol, beside the LB-BSP
+        # sweeps of the tuned rules (experiments.inference's tune_*), a choice confirmed on confirm_seeds
+        params=(*SIMULATED_RUN, *WORKLOAD, *EXPERIMENT_RUNS, "experiments.inference.optimizers",
+                "experiments.inference.adam_lr", "experiments.inference.tune_clusters",
+                "experiments.inference.tune_batches", "experiments.inference.tune_global_batches",
+                "experiments.inference.tune_seeds", "experiments.inference.confirm_seeds",
+                "experiments.policy_training", "rl.snapshots", *TARGET, *BUDGET),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
+    ),
     "inference": Reads(
         # the engine run: a real 4-worker run through the gRPC arbitrator
         params=(*SIMULATED_RUN, "engine", "arbitrator", "policy", *WORKLOAD, *EXPERIMENT_RUNS,
                 "experiments.target_levels", "experiments.inference", "experiments.baselines.batch_sizes",
                 "experiments.policy_training.name", *TARGET, *BUDGET),
-        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", "results/selection"),
     ),
     "scalability": Reads(
         params=(*SIMULATED_RUN, *WORKLOAD, *EXPERIMENT_RUNS, "experiments.scalability",
                 "experiments.policy_training.name", *TARGET, *BUDGET),
-        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", "results/selection"),
     ),
     "transfer": Reads(
         # trains a policy on each target workload, as policy_training does; the Adam workload's LR
@@ -98,7 +108,7 @@ READS: dict[str, Reads] = {
                 "experiments.inference.adam_lr", "experiments.inference.tune_clusters",
                 "experiments.inference.tune_batches", "experiments.inference.tune_global_batches",
                 "experiments.inference.tune_seeds", "experiments.inference.confirm_seeds", *BUDGET),
-        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", "results/selection"),
     ),
     "claims": Reads(
         # the teacher rule the agent is compared with: rl.warm_start_batch, its floor per worker under a span
@@ -124,7 +134,7 @@ READS: dict[str, Reads] = {
         # its own workloads (experiments.compression.workloads); rl.model names the agent's
         params=(*SIMULATED_RUN, *EXPERIMENT_RUNS, "experiments.tie_margin", "experiments.compression",
                 "experiments.policy_training.name", "rl.model", "rl.width", *TARGET, *BUDGET),
-        files=("clusters", "calibrations", "results/policies", "docs/expected/links.json"),
+        files=("clusters", "calibrations", "results/policies", "results/selection", "docs/expected/links.json"),
     ),
 }
 """Stage -> what it reads besides its code (:class:`Reads`), in pipeline order."""

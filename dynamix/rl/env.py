@@ -77,8 +77,8 @@ set by hand that the first window reaches is refused at once."""
 
 
 def training_config(cfg: Config) -> Config:
-    """``cfg`` as an RL episode runs it: the ``rl`` workload, world (``rl.world``) and episode budget, no
-    test evaluations."""
+    """``cfg`` as an RL episode runs it: the ``rl`` workload, world (``rl.world``) and episode budget; a
+    test every window under ``return_shape: target`` (the return needs the time to target), none otherwise."""
     rl = cfg.rl
     epochs = rl.episode_epochs
     if rl.return_shape == "time":  # the time budget ends the episode; epochs only cap it (module docstring)
