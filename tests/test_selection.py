@@ -88,12 +88,16 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
     # a profile that does not select: the stage scores nothing and records what the later stages run,
     # the choice made by hand above, else the first seed's final policy (and draws nothing)
     unselected = config.with_overrides(cfg, {"experiments": {"policy_training": {"select": False}}})
+    record = (root / "selection" / "selection.json").read_text()
     kept = select_stage.run(unselected, root / "selection", progress=False)
-    assert kept == {"name": "dynamix", "selected": False, "ships": summary["ships"],
-                    "chosen_before": summary["ships"] != "dynamix.zip"}
+    assert kept == {"name": "dynamix", "selected": False, "ships": summary["ships"], "chosen_before": True}
+    assert (root / "selection" / "selection.json").read_text() == record  # the scores stay
     (root / "selection" / "selection.json").unlink()
     assert select_stage.run(unselected, root / "selection", progress=False)["ships"] == "dynamix.zip"
-    assert select_stage.figures(root / "selection", tmp_path / "none") == []
+    assert json.loads((root / "selection" / "selection.json").read_text())["selected"] is False
+    assert pd.read_csv(root / "selection" / "selection.csv").empty
+    (png,) = select_stage.figures(root / "selection", tmp_path / "none")  # what ships, no bars
+    assert png.stat().st_size > 1000
 
 
 def _pair(times: dict[str, list[float]], clusters=("a", "b")) -> pd.DataFrame:

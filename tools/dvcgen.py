@@ -109,6 +109,8 @@ OUTS: dict[str, tuple[str, str]] = {
     "selection": ("", """\
     outs:
       - results/notebooks/03_selection.ipynb
+      - results/selection/selection.json
+      - results/selection/selection.csv
       - results/selection/manifest.json
       - results/figures/selection
     metrics:
@@ -146,6 +148,7 @@ OUTS: dict[str, tuple[str, str]] = {
       - results/notebooks/06_transfer.ipynb
       - results/transfer/runs.csv
       - results/transfer/summary.csv
+      - results/transfer/selection.csv
       - results/transfer/manifest.json
       - results/transfer/policies:
           persist: true  # target-trained policies: training resumes after an interruption

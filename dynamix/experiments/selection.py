@@ -8,15 +8,16 @@ optimiser of ``experiments.inference.optimizers``, beside LB-BSP at each global 
 ``tune_global_batches``; a choice that is not the warm start (the snapshot at 0 %) is confirmed against
 it on ``confirm_seeds`` seeds and ships only when faster with its whole interval. Held-out clusters play
 no part. Without ``select`` nothing is scored: the stage records what the name ``dynamix`` means, seed
-0's final policy, or the choice an earlier ``dynamix select-policy`` left in this folder.
+0's final policy, or keeps the choice an earlier ``dynamix select-policy`` left in this folder.
 
 From then on the policy name ``dynamix`` of every later stage resolves to the chosen artifact
 (:func:`dynamix.evaluation.policy_names.trained_policy`, which refuses a choice whose artifact has
-changed since). Outputs: ``summary.json`` (the policy that ships, whether chosen here, and with a
-choice its scores and runs missed), ``selection.json`` (with a choice: the scores, the choice that
-ships, its sha256, the clusters and seeds, the confirmation against the warm start or null),
-``selection.csv`` (one row per run, :data:`dynamix.evaluation.selection.TABLE_COLUMNS`),
-``manifest.json``. Figure: each candidate's and each LB-BSP global batch's score.
+changed since). Outputs, whether a choice was made or not: ``summary.json`` (the policy that ships,
+whether chosen here, and with a choice its scores and runs missed), ``selection.json`` (the artifact
+that ships and its sha256; with a choice the scores, the clusters and seeds, the confirmation against
+the warm start or null; without one ``selected: false``), ``selection.csv`` (one row per run,
+:data:`dynamix.evaluation.selection.TABLE_COLUMNS`; no rows without a choice), ``manifest.json``.
+Figure: each candidate's and each LB-BSP global batch's score (without a choice, what ships).
 """
 
 from __future__ import annotations
@@ -46,10 +47,18 @@ def run(cfg: Config, out_dir: str | Path, progress: bool = True, choose: bool | 
     out.mkdir(parents=True, exist_ok=True)
     pdir = policy_names.policy_dir(out)
     name = cfg.experiments.policy_training.name
+    from dynamix.rl.artifact import sha256
+
     if not (cfg.experiments.policy_training.select if choose is None else choose):
         ships = policy_names.trained_policy(pdir, name)
-        summary = {"name": name, "selected": False, "ships": ships.name,
-                   "chosen_before": (out / "selection.json").exists() and ships.name != f"{name}.zip"}
+        record = out / "selection.json"
+        old = json.loads(record.read_text()) if record.exists() else {}
+        before = old.get("name") == name and old.get("selected", True)  # dynamix select-policy's: kept
+        if not before:
+            io.write_json(out / "selection.json",
+                          {"name": name, "chosen": ships.name, "sha256": sha256(ships), "selected": False})
+            io.write_csv(pd.DataFrame(columns=selection.TABLE_COLUMNS), out / "selection.csv")
+        summary = {"name": name, "selected": False, "ships": ships.name, "chosen_before": before}
         io.write_json(out / "summary.json", summary)
         write_manifest(out, cfg, NAME, {"ships": str(ships)})
         log.info("no selection (experiments.policy_training.select is off): %s ships", ships.name)
@@ -59,8 +68,6 @@ def run(cfg: Config, out_dir: str | Path, progress: bool = True, choose: bool | 
     choice, scores, table, specs, confirmation = selection.on_validation(
         cfg, candidates, plan.sim_config(cfg, optim=plan.optimizer(cfg, opt)), out,
         selection.warm_start(cfg, name), progress)
-    from dynamix.rl.artifact import sha256
-
     record = {
         "name": name,
         "chosen": f"{choice}.zip",
@@ -86,12 +93,10 @@ def run(cfg: Config, out_dir: str | Path, progress: bool = True, choose: bool | 
 
 def figures(out_dir: str | Path, fig_dir: str | Path) -> list[Path]:
     """Each candidate's score beside LB-BSP's global batches (:func:`dynamix.plots.selection.scores`);
-    none without a choice (``summary.json``'s ``selected``)."""
-    table_path = Path(out_dir) / "selection.csv"
+    without a choice made here (``summary.json``'s ``selected``), no bars: what ships."""
     summary = json.loads((Path(out_dir) / "summary.json").read_text())
-    if not summary["selected"]:
-        return []
-    record = json.loads((Path(out_dir) / "selection.json").read_text())
+    score = pd.Series(summary.get("scores", {}), dtype=float)
+    table = pd.read_csv(Path(out_dir) / "selection.csv") if summary["selected"] else None
     stem = Path(fig_dir) / "scores"
-    plots.scores(pd.Series(record["scores"]), pd.read_csv(table_path), summary["ships"].removesuffix(".zip"), stem)
+    plots.scores(score, table, summary["ships"].removesuffix(".zip"), stem)
     return [stem.with_suffix(".png")]

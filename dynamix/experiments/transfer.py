@@ -25,7 +25,8 @@ Outputs: ``runs.csv``, ``summary.csv`` (per pair, policy and seed: time to targe
 target over each other policy's, :func:`ratios`;
 ``ppo_timesteps`` each compared policy was trained for, per pair; ``selected``, per workload whose
 policy was chosen here: the choice and every candidate's score), ``selection.csv`` (those choices'
-runs, :data:`dynamix.evaluation.selection.TABLE_COLUMNS` and ``workload``), ``manifest.json``.
+runs, :data:`dynamix.evaluation.selection.TABLE_COLUMNS` and ``workload``; no rows without a choice),
+``manifest.json``.
 Figure: time to target per pair and policy.
 """
 
@@ -158,8 +159,8 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     per_run = with_targets(run_summary(runs, KEYS), runs, cfg, ["pair"])
     io.write_csv(runs, out / "runs.csv")
     io.write_csv(per_run, out / "summary.csv")
-    if tables:
-        io.write_csv(pd.concat(tables, ignore_index=True), out / "selection.csv")
+    io.write_csv(pd.concat(tables, ignore_index=True) if tables else  # no rows without a choice
+                 pd.DataFrame(columns=[*selection.TABLE_COLUMNS, "workload"]), out / "selection.csv")
     agg = stats.aggregate(per_run, KEYS, ["time_to_target_s", "final_accuracy"], cfg.experiments.ci)
     summary = {"cluster": spec.name, "pairs": pairs, "by_pair_and_policy": agg.to_dict(orient="records"),
                "ratios": ratios(per_run, cfg.experiments.ci), "ppo_timesteps": budgets, "selected": selected}  # fmt: skip

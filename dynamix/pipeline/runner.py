@@ -52,7 +52,8 @@ STAGES = tuple(spec.experiment for spec in gen.NOTEBOOKS)
 """The stages in pipeline order (one notebook each, as in dvc.yaml), the rows of ``stage_times.csv``."""
 
 FOLLOWS = {"selection": "policy_training"}
-"""Stage -> the stage whose outputs it chooses among: it runs again whenever that one ran (module docstring)."""
+"""Stage -> the stage whose outputs it chooses among: it runs again whenever that one ran (module
+docstring)."""
 
 
 def default_root(profile: str) -> Path:

@@ -61,6 +61,10 @@ AGENT = ("rl", "sim", *TARGET, "reward", *CHARGED)
 the cost model charges its simulated episodes. The experiments judge every policy with the model math
 (:func:`dynamix.evaluation.plan.sim_config`), so the stages that only evaluate do not read ``sim``."""
 
+SHIPPED = ("results/selection/selection.json",)
+"""The selection stage's record of what the policy name ``dynamix`` means
+(:func:`dynamix.evaluation.policy_names.trained_policy`): read by every stage that runs the agent."""
+
 READS: dict[str, Reads] = {
     "prepare": Reads(
         params=("data", "model", *WORKLOAD, "rl.model", "rl.width", "experiments.transfer.pairs",
@@ -92,12 +96,12 @@ READS: dict[str, Reads] = {
         params=(*SIMULATED_RUN, "engine", "arbitrator", "policy", *WORKLOAD, *EXPERIMENT_RUNS,
                 "experiments.target_levels", "experiments.inference", "experiments.baselines.batch_sizes",
                 "experiments.policy_training.name", *TARGET, *BUDGET),
-        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", "results/selection"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", *SHIPPED),
     ),
     "scalability": Reads(
         params=(*SIMULATED_RUN, *WORKLOAD, *EXPERIMENT_RUNS, "experiments.scalability",
                 "experiments.policy_training.name", *TARGET, *BUDGET),
-        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", "results/selection"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", *SHIPPED),
     ),
     "transfer": Reads(
         # trains a policy on each target workload, as policy_training does; the Adam workload's LR
@@ -108,7 +112,7 @@ READS: dict[str, Reads] = {
                 "experiments.inference.adam_lr", "experiments.inference.tune_clusters",
                 "experiments.inference.tune_batches", "experiments.inference.tune_global_batches",
                 "experiments.inference.tune_seeds", "experiments.inference.confirm_seeds", *BUDGET),
-        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", "results/selection"),
+        files=("data/cifar10-mini.tar.gz", "clusters", "calibrations", "results/policies", *SHIPPED),
     ),
     "claims": Reads(
         # the teacher rule the agent is compared with: rl.warm_start_batch, its floor per worker under a span
@@ -134,7 +138,7 @@ READS: dict[str, Reads] = {
         # its own workloads (experiments.compression.workloads); rl.model names the agent's
         params=(*SIMULATED_RUN, *EXPERIMENT_RUNS, "experiments.tie_margin", "experiments.compression",
                 "experiments.policy_training.name", "rl.model", "rl.width", *TARGET, *BUDGET),
-        files=("clusters", "calibrations", "results/policies", "results/selection", "docs/expected/links.json"),
+        files=("clusters", "calibrations", "results/policies", *SHIPPED, "docs/expected/links.json"),
     ),
 }
 """Stage -> what it reads besides its code (:class:`Reads`), in pipeline order."""

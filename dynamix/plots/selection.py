@@ -11,12 +11,19 @@ import seaborn as sns
 from dynamix.plots.style import save
 
 
-def scores(score: pd.Series, table: pd.DataFrame, ships: str, stem: str | Path) -> plt.Figure:
+def scores(score: pd.Series, table: pd.DataFrame | None, ships: str, stem: str | Path) -> plt.Figure:
     """Horizontal bars of ``score`` (policy label -> geometric mean over validation clusters of its mean
     censored time to target over the fastest's, :mod:`dynamix.evaluation.selection`; 1 = fastest on every
     cluster), candidates in one colour and the LB-BSP global batches in another, the policy that ships
     outlined, and each bar labelled with its runs that missed the target (``table``: the scored runs,
-    ``confirm`` False; the confirmation's runs are not scored)."""
+    ``confirm`` False; the confirmation's runs are not scored). Without a choice (``table`` None) the
+    panel says which policy ships instead."""
+    if table is None:
+        fig, ax = plt.subplots(figsize=(6.4, 1.6))
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"no selection (experiments.policy_training.select is off): {ships} ships",
+                ha="center", va="center", transform=ax.transAxes)
+        return save(fig, stem)
     scored = table[~table["confirm"].astype(bool)]
     missed = scored.groupby("policy")["time_to_target_s"].apply(lambda s: int(s.isna().sum()))
     runs = scored.groupby("policy").size()
