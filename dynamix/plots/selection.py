@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from dynamix.plots.style import save
+from dynamix.plots.style import legend_below, save
 
 
 def scores(score: pd.Series, table: pd.DataFrame | None, ships: str, stem: str | Path) -> plt.Figure:
@@ -42,7 +42,5 @@ def scores(score: pd.Series, table: pd.DataFrame | None, ships: str, stem: str |
     ax.set_xlabel("score: time to target over the fastest, geometric mean over validation clusters (x)")
     ax.set_ylabel("")
     ax.set_title(f"Selection on the validation clusters: {ships} ships (outlined)")
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
-    ax.legend(unique.values(), unique.keys(), fontsize="small", frameon=False, loc="lower right")
+    legend_below(fig, ax, ncol=2)
     return save(fig, stem)
