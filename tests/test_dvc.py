@@ -83,8 +83,8 @@ def test_dvc_parses_the_pipeline_and_its_dag_is_in_order():
 def test_stages_read_the_committed_calibrations_and_none_writes_them():
     """The simulator's clock is the committed reference calibrations: a dependency of every stage that
     simulates, an output of none (no stage measures, so reruns of one commit agree)."""
-    simulating = {"prepare", "baselines", "policy_training", "inference", "scalability", "transfer", "ablation",
-                  "compression"}
+    simulating = {"prepare", "baselines", "policy_training", "selection", "inference", "scalability", "transfer",
+                  "ablation", "compression"}
     for name, stage in STAGES.items():
         outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
         assert not any(o.startswith(("calibrations", "results/calibration")) for o in outs), name

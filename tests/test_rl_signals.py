@@ -220,8 +220,9 @@ def test_the_new_settings_at_their_defaults_keep_the_config_hash():
     base = config.load(profile="base")
     earlier_default = {"rl": dataclasses.asdict(base.rl), "sim": dataclasses.asdict(base.sim),  # the default profile then
                        "evaluation": dataclasses.asdict(base.evaluation),
-                       "experiments": {"policy_training": {"seeds": 3}, "compression": {"epochs": 2.0},
-                                       "inference": {"policies": list(base.experiments.inference.policies)},
+                       "experiments": {"policy_training": {"seeds": 3, "select": False}, "compression": {"epochs": 2.0},
+                                       "inference": {"policies": list(base.experiments.inference.policies),
+                                                     "confirm_seeds": 0},
                                        "scalability": {"policies": list(base.experiments.scalability.policies)}}}
     cfg = config.load(profile="default", overrides=earlier_default)
     earlier = ["dynamix", "static:32", "static:64", "static:128", "static:256", "static:512", "lbbsp", "lbbsp:tuned", "gns"]
