@@ -68,6 +68,26 @@ def test_each_recipe_sets_its_knobs_and_explicit_settings_win():
     assert dataclasses.replace(switched, recipe="dynamix") != default and switched == paper
 
 
+SHIPS = ("default", "cpu-agent", "converged")
+"""The profiles whose agent ships: one method (params.yaml's ``&agent``, docs/rl.md)."""
+PER_PROFILE = {"model", "width", "episode_epochs", "timesteps", "snapshots", "world", "warm_start_batch"}
+"""What those profiles set for themselves: the workload and its episode, the budget, the snapshots, the
+teacher's global batch, and whether the surrogate is PPO's alone (rl.world) or every run's (sim.backend)."""
+
+
+def test_every_profile_that_ships_an_agent_trains_the_one_method():
+    rls = {p: dataclasses.asdict(config.load(profile=p).rl) for p in SHIPS}
+    method = {p: {k: v for k, v in rl.items() if k not in PER_PROFILE} for p, rl in rls.items()}
+    assert method["default"] == method["cpu-agent"] == method["converged"]
+    assert {k: method["default"][k] for k in ("action", "return_shape", "state", "warm_start", "warm_start_fit",
+                                              "residual_span", "residual_per_worker", "workers_range")} == {
+        "action": "global", "return_shape": "target", "state": "schedule", "warm_start": "lbbsp",
+        "warm_start_fit": "head", "residual_span": 1.5, "residual_per_worker": 64, "workers_range": (2, 32)}
+    # and it is not the configuration's recipe, which the cpu profile and the ablation ladder run
+    base = dataclasses.asdict(config.load(profile="base").rl)
+    assert {k for k in method["default"] if method["default"][k] != base[k]} >= {"action", "return_shape", "state"}
+
+
 def test_a_knob_that_contradicts_the_state_is_an_error_naming_both_fields():
     with pytest.raises(ConfigError, match=r"rl.warm_start = 'lbbsp' reads lb_gap, which rl.state = 'paper'"):
         config.load(profile="base", overrides=["rl.recipe=paper", "rl.warm_start=lbbsp"])
