@@ -819,9 +819,10 @@ class RLConfig:
     for ``timesteps``); on the built object every knob holds its resolved value."""
 
     recipe: str = setting("dynamix", one_of(*RECIPES),
-                          doc="the method: dynamix (ours: time return, imbalance T_iter, lb_gap state, "
-                              "LB-BSP warm start) | paper (the paper's state, reward and return, PPO from "
-                              'scratch, no warm start); fills the knobs left "" (or 0) below '
+                          doc="the method: dynamix (the configuration's defaults: time return, imbalance "
+                              "T_iter, lb_gap state, LB-BSP warm start; the agent that ships sets more, the "
+                              "default profile's &agent, docs/rl.md) | paper (the paper's state, reward and "
+                              'return, PPO from scratch, no warm start); fills the knobs left "" (or 0) below '
                               "(config.RECIPES)")
     timesteps: int = setting(0, rng(0, None),
                              doc="PPO per-worker transitions (one window of one worker each) after the warm "
