@@ -43,8 +43,14 @@ repro: setup
 smoke: setup
 	$(VENV)/bin/dvc exp run --temp -S profile=smoke
 
+# The default tier on TEST_JOBS pytest processes, each test file whole on one (its module fixtures built
+# once), every torch in them on one thread: with torch's default of a thread per core, two processes'
+# OpenMP threads spin against each other and the heaviest fixtures ran 3-10x slower than alone.
+TEST_JOBS ?= 2
+test: export OMP_NUM_THREADS = 1
+test: export MKL_NUM_THREADS = 1
 test: setup
-	$(PY) -m pytest -m "not slow" -q --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -q --durations=30 -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 test-all: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
