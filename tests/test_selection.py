@@ -102,7 +102,7 @@ def test_select_policy_scores_the_seeds_and_later_stages_use_the_choice(tmp_path
 
 def test_recording_what_ships_before_any_policy_is_trained_is_refused_in_one_line(tmp_path):
     cfg = config.load(profile="smoke")  # select off: the stage records seed 0's final policy
-    with pytest.raises(ConfigError, match=r"^no trained policy dynamix.zip in .*policies: run the "
+    with pytest.raises(ConfigError, match=r"^no trained policy dynamix in .*policies: run the "
                                           r"policy_training stage first$"):
         select_stage.run(cfg, tmp_path / "results" / "selection", progress=False)
     assert not (tmp_path / "results" / "selection" / "selection.json").exists()

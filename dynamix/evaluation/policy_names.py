@@ -57,11 +57,16 @@ def trained_candidates(cfg: Config, policy_dir: Path) -> dict[str, str]:
     name, n = cfg.experiments.policy_training.name, cfg.experiments.policy_training.seeds
     labels = [name] + [f"{name}-s{k}" for k in range(1, n)]
     snapshots = [snap for label in labels for snap in cfg.rl.snapshot_names(label)]
-    missing = [label for label in labels + snapshots if not (Path(policy_dir) / f"{label}.zip").exists()]
+    require_trained(policy_dir, labels + snapshots)
+    return {label: f"dynamix:{Path(policy_dir) / label}.zip" for label in labels + snapshots}
+
+
+def require_trained(policy_dir: Path, labels: list[str]) -> None:
+    """A ConfigError naming every ``<label>.zip`` missing from ``policy_dir`` and the stage that writes it."""
+    missing = [label for label in labels if not (Path(policy_dir) / f"{label}.zip").exists()]
     if missing:
         raise ConfigError(f"no trained policy {', '.join(missing)} in {policy_dir}: run the policy_training "
                           "stage first")
-    return {label: f"dynamix:{Path(policy_dir) / label}.zip" for label in labels + snapshots}
 
 
 def resolve_policy(spec: str, policy_dir: Path, name: str) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from dynamix import io
-from dynamix.config import Config, ConfigError
+from dynamix.config import Config
 from dynamix.evaluation import plan, policy_names, selection
 from dynamix.pipeline.manifest import write_manifest
 from dynamix.plots import selection as plots
@@ -51,8 +51,7 @@ def run(cfg: Config, out_dir: str | Path, progress: bool = True, choose: bool | 
 
     if not (cfg.experiments.policy_training.select if choose is None else choose):
         ships = policy_names.trained_policy(pdir, name)
-        if not ships.exists():
-            raise ConfigError(f"no trained policy {ships.name} in {pdir}: run the policy_training stage first")
+        policy_names.require_trained(pdir, [ships.stem])
         record = out / "selection.json"
         old = json.loads(record.read_text()) if record.exists() else {}
         before = old.get("name") == name and old.get("selected", True)  # dynamix select-policy's: kept
