@@ -17,8 +17,9 @@ from dynamix import cluster as clusters
 from dynamix.cluster.costmodel import CostModel
 from dynamix.config import ConfigError, OptimConfig
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
+from dynamix.engine.launch import run_local
 from dynamix.engine.world import spawn_world
-from dynamix.engine.worker import Engine, init_process_group
+from dynamix.engine.worker import Engine, check_gpu_ranks, init_process_group
 from dynamix.metrics.gradstats import flat_grad
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy
@@ -169,6 +170,57 @@ def test_engine_with_channels_last_reduces_the_weighted_gradient():
         assert r["bound"]
         assert max(float((a - p.grad).abs().max()) for a, p in zip(r["grads"], trainer.model.parameters())) <= 1e-4
     assert all(torch.equal(a, b) for a, b in zip(ranks[0]["params"], ranks[1]["params"]))
+
+
+def test_more_ranks_than_gpus_on_nccl_is_refused_before_torchrun(monkeypatch, tmp_path, capsys):
+    """One GPU (faked: the check reads only torch's device count), two ranks: NCCL refuses the shared
+    GPU ("Duplicate GPU detected", seen on an H200) only after both ranks started; the launch refuses
+    it first, in one line naming the fields, and after every other check."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+    def check(ranks: int, *overrides: str) -> None:
+        check_gpu_ranks(config.load(profile="smoke", overrides=["model.name=tiny-cnn", *overrides]), ranks)
+
+    for overrides in ([], ["train.device=cuda"], ["train.device=cuda:0", "engine.backend=nccl"]):
+        with pytest.raises(ConfigError, match=r"one rank per GPU: 2 ranks on this node but train\.device = "
+                                              r".* gives 1 GPU\(s\): use at most 1 rank\(s\) per node "
+                                              r"\(servers included\), engine\.backend gloo"):
+            check(2, *overrides)
+    check(1)
+    check(2, "engine.backend=gloo")
+    check(2, "train.device=cpu")
+    launch = ["launch", "--profile", "smoke", "--set", "model.name=tiny-cnn", "--out", str(tmp_path / "l"),
+              "--dry-run"]
+    assert cli.main([*launch, "--nproc", "1"]) == 0
+    capsys.readouterr()
+    for argv, ranks in ((["--nproc", "2"], 2), (["--nproc", "2", "--arch", "ps"], 3)):  # a server is a rank
+        assert cli.main([*launch, *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"{ranks} ranks on this node" in err
+    assert cli.main([*launch, "--nproc", "2", "--arbitrator", "localhost"]) == 2  # other checks come first
+    assert "HOST:PORT" in capsys.readouterr().err
+
+
+@cuda
+def test_torchrun_ranks_on_nccl_follow_gloo_on_the_cpu(tmp_path):
+    """The engine on CUDA through torchrun, reducing with nccl (one rank per GPU, at most 2): the
+    trajectory of the same ranks on the CPU with gloo, up to rounding."""
+    n = min(2, torch.cuda.device_count())
+    runs = {}
+    for device, backend in (("cpu", "gloo"), ("cuda", "nccl")):
+        cfg = config.load(profile="smoke", overrides=[
+            "model.name=tiny-cnn", "model.width=0.25", "train.max_iters=8", "batch.window=4",
+            "train.eval_every=8", "train.eval_samples=200", "train.threads=1", f"train.device={device}",
+            f"engine.backend={backend}"])
+        summary = run_local(cfg, None, "static:32", tmp_path / device, n, method="torchrun", timeout_s=300)
+        runs[device] = summary, pd.read_csv(tmp_path / device / "runs.csv")
+    (s_cpu, r_cpu), (s_gpu, r_gpu) = runs["cpu"], runs["cuda"]
+    assert s_gpu["iterations"] == s_cpu["iterations"] == 8 and s_gpu["n_workers"] == n
+    first = r_cpu["window"] == 0  # before rounding differences compound
+    assert np.allclose(r_gpu.loc[first, "loss"], r_cpu.loc[first, "loss"], rtol=1e-3)
+    assert np.isfinite(r_gpu["loss"]).all() and abs(s_gpu["final_test_acc"] - s_cpu["final_test_acc"]) <= 0.1
 
 
 def test_nccl_on_the_cpu_is_refused_before_any_process_group():

@@ -74,11 +74,14 @@ def main(args: argparse.Namespace) -> int:
         policy = f"arbitrator:{check_address('--arbitrator', args.arbitrator)}"
     else:
         policy = policy_id(make_live_policy(args.policy or cfg.policy.spec, bounds=cfg.batch))
+    from dynamix.engine.worker import check_gpu_ranks  # torch.distributed: loaded once the rest passed
+
+    procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc  # this node's ranks, servers included
+    check_gpu_ranks(cfg, procs)  # last: a GPU-count mismatch is only worth fixing once the rest holds
     ident = rundir.identity("launch", policy=policy, cluster=cluster_id(spec) if spec else "none",
                             seed=cfg.train.seed, config=cfg.to_dict(), nproc=nproc, nnodes=args.nnodes,
                             initial=list(initial) if initial else None)
     if args.dry_run:
-        procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
         print(" ".join(build_torchrun_command(out / "config.json", out, procs, policy_spec=args.policy,
                                               arbitrator=args.arbitrator, initial_sizes=initial,
                                               max_restarts=args.max_restarts, nnodes=args.nnodes,
@@ -90,7 +93,6 @@ def main(args: argparse.Namespace) -> int:
         rc = run_netns(cfg, spec, args.policy, out, nproc, arbitrator=args.arbitrator, initial_sizes=initial)
     else:
         cfg_path, spec_path = prepare(cfg, out, spec)
-        procs = world_size(cfg, nproc) if args.nnodes == 1 else nproc
         cmd = build_torchrun_command(cfg_path, out, procs, spec_path=spec_path, policy_spec=args.policy,
                                      arbitrator=args.arbitrator, initial_sizes=initial,
                                      max_restarts=args.max_restarts, nnodes=args.nnodes, node_rank=args.node_rank,

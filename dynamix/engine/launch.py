@@ -166,6 +166,9 @@ def run_local(cfg: Config, spec: cluster_mod.ClusterSpec | None, policy_spec: st
         return results[0]
     if method != "torchrun":
         raise ValueError(f"method = {method!r} is not allowed: must be one of torchrun, spawn")
+    from dynamix.engine.worker import check_gpu_ranks
+
+    check_gpu_ranks(cfg, world_size(cfg, nproc))
     if cfg.engine.net_mode == "netns":
         run_netns(cfg, spec, policy_spec, out, nproc, arbitrator=arbitrator, initial_sizes=initial_sizes,
                   timeout_s=timeout_s)

@@ -119,6 +119,24 @@ def init_process_group(backend: str = "auto", device: str = "auto") -> str:
     return dev
 
 
+def check_gpu_ranks(cfg: Config, local_ranks: int) -> None:
+    """NCCL runs one rank per GPU: refuse more ranks on a node than it has GPUs, before torchrun starts.
+
+    :func:`init_process_group` places local rank r on GPU r mod (GPU count) (every rank on GPU N with
+    ``cuda:N``), so with too few GPUs two ranks of the nccl group share one, which NCCL itself refuses
+    ("Duplicate GPU detected") only after every rank has started and loaded its data.
+    """
+    device = resolve_device(cfg.train.device)
+    if device == "cpu" or cfg.engine.backend == "gloo":
+        return
+    gpus = 1 if cfg.train.device.startswith("cuda:") else torch.cuda.device_count()
+    if local_ranks > gpus:
+        raise ConfigError(f"engine.backend = {cfg.engine.backend!r} on CUDA is nccl, one rank per GPU: "
+                          f"{local_ranks} ranks on this node but train.device = {cfg.train.device!r} gives "
+                          f"{gpus} GPU(s): use at most {gpus} rank(s) per node (servers included), "
+                          "engine.backend gloo, or train.device cpu")
+
+
 def _threads(cfg: Config, world: int) -> int:
     """train.threads, else one thread per process when several share the machine (CPU only)."""
     if cfg.train.threads:

@@ -134,7 +134,7 @@ def replayed(candidates: Iterable[tuple[Path, Decisions]], first: tuple[tuple[in
     for rows, decisions in candidates:
         if not decisions or decisions[0] != first:
             continue
-        frame = pd.read_csv(rows)  # pandas' parser rounds correctly: the values written, bit for bit
+        frame = pd.read_csv(rows)  # pandas >= 3 parses the values written, bit for bit (pyproject.toml)
         try:
             return run(frame, decisions), decisions
         except Diverged:

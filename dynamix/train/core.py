@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from dynamix.config import OptimConfig
 from dynamix.data.batches import normalise
 from dynamix.metrics.gradstats import flat_grad
-from dynamix.train.device import AMP_DTYPES
+from dynamix.train.device import AMP_DTYPES, deterministic_cuda
 from dynamix.train.optim import build_optimizer, learning_rate
 
 EVAL_CHUNK_CPU = 64
@@ -96,6 +96,8 @@ class Trainer:
     def __init__(self, model: nn.Module, optim: OptimConfig, total_iters: int, device: str = "cpu",
                  amp: str = "none", channels_last: bool = False) -> None:
         self.device = str(device)
+        if self.device.startswith("cuda"):
+            deterministic_cuda()
         self.model = model.to(self.device)
         if channels_last and all(p.grad is None for p in model.parameters()):
             # (a model whose .grad is already bound to flat buffers, as in the engine, is converted
