@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from dynamix import cluster as clusters
 from dynamix import config
@@ -175,6 +177,33 @@ def test_a_128_worker_cluster_trains_a_tiny_model(data, cost):
     t4 = last[last["speed"] < 0.5]["compute_ms"].mean()  # the T4s are the slowest generation
     a100 = last[last["speed"] > 2]["compute_ms"].mean()
     assert t4 > 4 * a100
+
+
+def test_the_lhc_codec_is_timed_on_one_thread_by_its_own_clock(monkeypatch):
+    """As one engine rank runs it: one torch thread, timed by that thread's CPU time (the process's
+    would add the model's OpenMP threads spinning after the backward pass: 2x at 2 threads); the
+    model's threads are back for the next iteration."""
+    from dynamix.sim import cluster as sim_cluster
+
+    seen = []
+
+    def spy(grads, seed, clock):
+        seen.append((torch.get_num_threads(), clock, {str(g.device) for g in grads}))
+        return real(grads, seed, clock=clock)
+
+    real = sim_cluster.reduce_in_process
+    monkeypatch.setattr(sim_cluster, "reduce_in_process", spy)
+    cfg = cfg_with(model={"name": "ncf", "width": 1.0}, data={"dataset": "interactions", "augment": False},
+                   engine={"compression": "lhc"})
+    cost = CostModel(a_ms=5.0, c_ms_per_sample=0.05, gradient_bytes=gradient_bytes(build_model("ncf")))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        VirtualCluster(clusters.homogeneous(4, bandwidth_gbps=1.0), cfg, seed=0, cost=cost).run_window([16] * 4)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen and all(s == (1, time.thread_time, {"cpu"}) for s in seen)
 
 
 def test_lhc_compression_on_the_sparse_workload_shrinks_bytes_and_virtual_time():

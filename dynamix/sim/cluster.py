@@ -16,9 +16,9 @@ A window of k = ``batch.window`` iterations ends in the same :class:`WorkerWindo
 
 With ``engine.compression = lhc`` every iteration also runs the LHC reduction of the workers' real
 gradients in process (:func:`dynamix.comm.reduce_in_process`): its bytes set the cost model's
-``wire_fraction`` and one worker's measured encode + decode CPU time its ``codec_ms`` (CPU, not wall
-time: another process on a loaded host does not slow the virtual clock; still measured, so lhc runs
-are not bit-reproducible), so the clock, the
+``wire_fraction`` and one worker's measured encode + decode CPU time on one thread its ``codec_ms``
+(CPU, not wall time: another process on a loaded host does not slow the virtual clock; still measured,
+so lhc runs are not bit-reproducible), so the clock, the
 policies and the DYNAMIX state see the compressed communication of this very gradient.
 
 Differences from the engine, by design: batch-norm running statistics are updated by every worker
@@ -38,6 +38,7 @@ import time
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from dynamix.cluster import ClusterSpec
 from dynamix.cluster.costmodel import CostModel, IterationCost
@@ -230,8 +231,17 @@ class VirtualCluster(ClusterClock):
         """The cost model of this iteration's LHC reduction (its bytes, one worker's codec time), and
         that worker's encode and decode ms. The codec runs on the CPU whatever ``train.device``: its
         peeling decoder is many small dependent steps, 49-77 ms per iteration as CUDA kernels on an
-        H200 against 1.5 ms on one CPU thread (ncf, 4 workers), and its clock is CPU time."""
-        _, codec = reduce_in_process([g.cpu() for g in grads], self._lhc_seed, clock=time.process_time)
+        H200 against 1.5 ms on one thread of a 2-core Xeon (ncf, 4 workers). It runs on one torch thread,
+        as each engine rank does, timed by this thread's CPU time: the process's would count the model
+        math's OpenMP threads still spinning after the backward pass, 2x the codec's time at torch's
+        default threads on 2 cores, and 77 ms per iteration against one thread's 2.7 ms on a 16-core host.
+        Only its time and bytes are read, so the thread count changes no other number."""
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            _, codec = reduce_in_process([g.cpu() for g in grads], self._lhc_seed, clock=time.thread_time)
+        finally:
+            torch.set_num_threads(threads)
         st = codec.stats
         enc, dec = 1e3 * st.encode_s, 1e3 * st.decode_s
         cost = dataclasses.replace(self.cost, wire_fraction=max(st.bytes_sent / max(st.dense_bytes, 1), 1e-9),
