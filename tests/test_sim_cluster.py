@@ -199,7 +199,8 @@ def test_the_lhc_codec_is_timed_on_one_thread_by_its_own_clock(monkeypatch):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        VirtualCluster(clusters.homogeneous(4, bandwidth_gbps=1.0), cfg, seed=0, cost=cost).run_window([16] * 4)
+        spec = clusters.homogeneous(4, bandwidth_gbps=1.0)
+        VirtualCluster(spec, cfg, seed=0, cost=cost).run_window([16] * 4)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
