@@ -301,7 +301,7 @@ class EngineConfig:
     arch: str = setting("ring", one_of("ring", "ps"),
                         doc="ring (weighted all-reduce) | ps (parameter server)")
     backend: str = setting("auto", one_of("auto", "gloo", "nccl"),
-                           doc="auto (gloo on CPU, nccl on GPU) | gloo | nccl")
+                           doc="auto (nccl when each rank has a GPU of its own, else gloo) | gloo | nccl")
     num_servers: int = setting(1, rng(1, 64), doc="parameter-server ranks (arch: ps only)")
     net_mode: str = setting("inject", one_of("inject", "netns"),
                             doc="inject (modelled communication time as a floor) | netns (root: namespaces + "

@@ -19,7 +19,7 @@ from dynamix.config import ConfigError, OptimConfig
 from dynamix.data import BatchMaker, GlobalSampler, load_cifar10
 from dynamix.engine.launch import run_local
 from dynamix.engine.world import spawn_world
-from dynamix.engine.worker import Engine, check_gpu_ranks, init_process_group
+from dynamix.engine.worker import Engine, auto_backend, check_gpu_ranks, init_process_group
 from dynamix.metrics.gradstats import flat_grad
 from dynamix.models import build_model, gradient_bytes
 from dynamix.policies.base import make_policy
@@ -172,34 +172,41 @@ def test_engine_with_channels_last_reduces_the_weighted_gradient():
     assert all(torch.equal(a, b) for a, b in zip(ranks[0]["params"], ranks[1]["params"]))
 
 
-def test_more_ranks_than_gpus_on_nccl_is_refused_before_torchrun(monkeypatch, tmp_path, capsys):
-    """One GPU (faked: the check reads only torch's device count), two ranks: NCCL refuses the shared
-    GPU ("Duplicate GPU detected", seen on an H200) only after both ranks started; the launch refuses
-    it first, in one line naming the fields, and after every other check."""
+def test_ranks_that_share_a_gpu_reduce_with_gloo_and_nccl_for_them_is_refused_before_torchrun(
+        monkeypatch, tmp_path, capsys):
+    """One GPU (faked: the checks read only torch's device count), two ranks. NCCL refuses a shared GPU
+    ("Duplicate GPU detected", seen on an H200) only after both ranks started: ``auto`` takes gloo
+    there (it reduces CUDA tensors too), and nccl asked for by name is refused by the launch, in one
+    line naming the fields, after every other check."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert [auto_backend("auto", n) for n in (1, 2)] == ["nccl", "gloo"]
+    assert auto_backend("cuda:0", 2) == auto_backend("cpu", 1) == "gloo"
 
     def check(ranks: int, *overrides: str) -> None:
         check_gpu_ranks(config.load(profile="smoke", overrides=["model.name=tiny-cnn", *overrides]), ranks)
 
-    for overrides in ([], ["train.device=cuda"], ["train.device=cuda:0", "engine.backend=nccl"]):
-        with pytest.raises(ConfigError, match=r"one rank per GPU: 2 ranks on this node but train\.device = "
-                                              r".* gives 1 GPU\(s\): use at most 1 rank\(s\) per node "
-                                              r"\(servers included\), engine\.backend gloo"):
-            check(2, *overrides)
-    check(1)
-    check(2, "engine.backend=gloo")
-    check(2, "train.device=cpu")
+    for device in ("auto", "cuda", "cuda:0"):
+        with pytest.raises(ConfigError) as refused:
+            check(2, f"train.device={device}", "engine.backend=nccl")
+        assert str(refused.value) == (
+            f"engine.backend = 'nccl' runs one rank per GPU: 2 ranks on this node but train.device = "
+            f"{device!r} gives 1 GPU(s): use at most 1 rank(s) per node (servers included), or "
+            "engine.backend auto or gloo")
+        check(2, f"train.device={device}")  # auto
+    check(1, "engine.backend=nccl")
     launch = ["launch", "--profile", "smoke", "--set", "model.name=tiny-cnn", "--out", str(tmp_path / "l"),
               "--dry-run"]
-    assert cli.main([*launch, "--nproc", "1"]) == 0
+    assert cli.main([*launch, "--nproc", "2"]) == 0
+    nccl = [*launch, "--set", "engine.backend=nccl"]
+    assert cli.main([*nccl, "--nproc", "1"]) == 0
     capsys.readouterr()
     for argv, ranks in ((["--nproc", "2"], 2), (["--nproc", "2", "--arch", "ps"], 3)):  # a server is a rank
-        assert cli.main([*launch, *argv]) == 2
+        assert cli.main([*nccl, *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and f"{ranks} ranks on this node" in err
-    assert cli.main([*launch, "--nproc", "2", "--arbitrator", "localhost"]) == 2  # other checks come first
+    assert cli.main([*nccl, "--nproc", "2", "--arbitrator", "localhost"]) == 2  # other checks come first
     assert "HOST:PORT" in capsys.readouterr().err
 
 

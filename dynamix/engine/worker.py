@@ -102,13 +102,13 @@ def init_process_group(backend: str = "auto", device: str = "auto") -> str:
 
     ``device`` is ``train.device``: on CUDA (``auto`` with a GPU, or ``cuda``) local rank r uses GPU
     r mod (GPU count), ``cuda:N`` pins every rank to GPU N, ``cpu`` keeps the ranks on the CPU even
-    when a GPU is present. ``backend`` auto is nccl on CUDA and gloo on the CPU.
+    when a GPU is present. ``backend`` auto: :func:`auto_backend`.
     """
     dev = resolve_device(device)
     if dev != "cpu" and device in ("auto", "cuda"):
         dev = f"cuda:{int(os.environ.get('LOCAL_RANK', 0)) % torch.cuda.device_count()}"
     if backend == "auto":
-        backend = "nccl" if dev != "cpu" else "gloo"
+        backend = auto_backend(device, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
     if backend == "nccl" and dev == "cpu":
         raise ConfigError("engine.backend = 'nccl' needs CUDA tensors, but train.device resolves to 'cpu': "
                           "use engine.backend auto or gloo")
@@ -119,22 +119,31 @@ def init_process_group(backend: str = "auto", device: str = "auto") -> str:
     return dev
 
 
-def check_gpu_ranks(cfg: Config, local_ranks: int) -> None:
-    """NCCL runs one rank per GPU: refuse more ranks on a node than it has GPUs, before torchrun starts.
+def _gpus(device: str) -> int:
+    """GPUs the ranks of one node spread over under ``train.device`` (0: the CPU)."""
+    if resolve_device(device) == "cpu":
+        return 0
+    return 1 if device.startswith("cuda:") else torch.cuda.device_count()
 
-    :func:`init_process_group` places local rank r on GPU r mod (GPU count) (every rank on GPU N with
-    ``cuda:N``), so with too few GPUs two ranks of the nccl group share one, which NCCL itself refuses
-    ("Duplicate GPU detected") only after every rank has started and loaded its data.
-    """
-    device = resolve_device(cfg.train.device)
-    if device == "cpu" or cfg.engine.backend == "gloo":
-        return
-    gpus = 1 if cfg.train.device.startswith("cuda:") else torch.cuda.device_count()
+
+def auto_backend(device: str, local_ranks: int) -> str:
+    """``engine.backend: auto``: nccl when each of a node's ``local_ranks`` has a GPU of its own, else
+    gloo (on the CPU; and on CUDA when ranks share a GPU, which NCCL refuses, "Duplicate GPU detected":
+    gloo reduces CUDA tensors too, 2 ranks on one H200 in ring and parameter-server mode)."""
+    return "nccl" if 0 < local_ranks <= _gpus(device) else "gloo"
+
+
+def check_gpu_ranks(cfg: Config, local_ranks: int) -> None:
+    """``engine.backend: nccl`` runs one rank per GPU: refuse more ranks on a node than it has GPUs,
+    before torchrun starts. :func:`init_process_group` places local rank r on GPU r mod (GPU count)
+    (every rank on GPU N with ``cuda:N``), so two ranks of the nccl group would share one, which NCCL
+    itself refuses only after every rank has started and loaded its data."""
+    if cfg.engine.backend != "nccl" or (gpus := _gpus(cfg.train.device)) == 0:
+        return  # nccl on the CPU: refused by init_process_group, naming train.device
     if local_ranks > gpus:
-        raise ConfigError(f"engine.backend = {cfg.engine.backend!r} on CUDA is nccl, one rank per GPU: "
-                          f"{local_ranks} ranks on this node but train.device = {cfg.train.device!r} gives "
-                          f"{gpus} GPU(s): use at most {gpus} rank(s) per node (servers included), "
-                          "engine.backend gloo, or train.device cpu")
+        raise ConfigError(f"engine.backend = 'nccl' runs one rank per GPU: {local_ranks} ranks on this node "
+                          f"but train.device = {cfg.train.device!r} gives {gpus} GPU(s): use at most {gpus} "
+                          "rank(s) per node (servers included), or engine.backend auto or gloo")
 
 
 def _threads(cfg: Config, world: int) -> int:
