@@ -28,7 +28,9 @@ def deterministic_cuda() -> None:
     """Same seed, same bits on a GPU too, as on the CPU: cuDNN's deterministic algorithms without
     autotuning, and torch's deterministic kernels where it has them (``warn_only``: an op without
     one warns instead of failing the run). Without this, same-seed runs of the tiny CNN on an H200
-    parted in the fourth decimal of the training loss within four windows."""
+    parted in the fourth decimal of the training loss within four windows. The switches are
+    process-wide: CPU work later in a process that trained on CUDA runs under them too (torch then
+    also fills the memory of new tensors)."""
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=True)
