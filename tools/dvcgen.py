@@ -167,6 +167,8 @@ OUTS: dict[str, tuple[str, str]] = {
       - results/claims/held_out.md
       - results/claims/per_policy.csv
       - results/claims/per_policy.md
+      - results/claims/goal.csv
+      - results/claims/goal.md
       - results/claims/manifest.json
       - results/figures/claims
     metrics:

@@ -10,8 +10,8 @@ is measured, the censoring, the intervals and the verdict rule: ``docs/protocol.
 Outputs: ``claims.csv`` (columns :data:`COLUMNS`; every verdict recomputable from its row with
 :func:`dynamix.evaluation.stats.row_verdict`), ``claims.md``, ``per_config.csv``, ``per_cluster.csv``,
 ``held_out.md`` (:func:`held_out_markdown`), ``per_policy.csv`` and ``per_policy.md`` (:func:`per_policy`),
-``comparisons.csv``, ``manifest.json``, and the headline
-numbers in ``<results>/summary.json``.
+``goal.csv`` and ``goal.md`` (the agent against its bar, :func:`goal`), ``comparisons.csv``,
+``manifest.json``, and the headline numbers in ``<results>/summary.json``.
 """
 
 from __future__ import annotations
@@ -266,7 +266,8 @@ def ours_rows(inference: pd.DataFrame, cfg: Config) -> list[dict]:
         est = stats.pooled_interval(cells, cfg.experiments.ci)
         lost = missed_pair(inference, ["dynamix"], [ref])
         rows.append({**_ratio_row(f"(ours) DYNAMIX vs {ref}, time to target", "ours", "—", est,
-                                  f"pooled over {est['n_cells']} held-out cells; missed {lost}", missed=lost)})
+                                  f"pooled over {est['n_cells']} held-out cells; missed {lost}", missed=lost,
+                                  reference=ref)})
     return rows
 
 
@@ -465,6 +466,94 @@ def per_policy_markdown(table: pd.DataFrame, primary: float) -> str:
     return "\n".join(out)
 
 
+GOAL_GEOMEAN, GOAL_WORST, GOAL_POOLED = 1.05, 1.15, 0.95
+"""The bar a learned batch-size policy clears to be worth deploying on a cluster nobody has seen
+(``docs/protocol.md``, "The agent's bar"): at the primary target level, its time to target at most
+1.05x a bound's in geometric mean over the held-out cells and 1.15x on the worst cell, no policy but
+the bounds lower (within the tie band), every run reaching the target, and its pooled paired time at
+most 0.95 of each rule's (:func:`ours_rows`) with the whole interval below 1."""
+
+GOAL_COLUMNS = ["criterion", "reference", "bar", "measured", "ci_lo", "ci_hi", "bound", "where", "met"]
+"""``goal.csv``: one row per criterion of the agent's bar (:func:`goal`). ``reference``: the bound
+(``oracle``, ``oracle-cv``), the policy compared with, or empty; ``bar``: the largest passing value;
+``measured``: the agent's value (ci_lo / ci_hi: its t interval, pooled rows only); ``bound``:
+"≥" when the agent missed a run (its value is a lower bound), "≤" when only the reference did;
+``where``: the worst cell, or the runs missed (the agent's, "vs" the reference's); ``met``: the
+criterion holds ("≥" never does: the value could lie on the wrong side of the bar)."""
+
+
+def goal(inference: pd.DataFrame, policies: pd.DataFrame, cfg: Config) -> pd.DataFrame:
+    """The agent (``dynamix``) against its bar (:data:`GOAL_GEOMEAN` and the rest) at the primary
+    target level, from :func:`per_policy`'s table and the pooled ratios of :func:`ours_rows`
+    (:data:`GOAL_COLUMNS`). The geometric-mean and worst-cell rows stand once per bound that ran
+    (the oracle chosen on the scored seeds, and ``oracle-cv`` chosen on each cell's other seeds): the
+    first is the bound, the second what knowing each cluster from its other runs reaches. A run the
+    agent missed counts at its cell's horizon, so every ratio of its is then a lower bound ("≥") and
+    passes no bar. Empty without the agent."""
+    agent = inference[inference["policy"] == "dynamix"]
+    if agent.empty:
+        return pd.DataFrame(columns=GOAL_COLUMNS)
+    at = policies[(policies["level"] == cfg.evaluation.target_fraction) & policies["over_oracle"].gt(0)]
+    over = at.pivot_table(index=["cluster", "optimizer"], columns="policy", values="over_oracle")
+    lost = inference["time_to_target_s"].isna().groupby(inference["policy"]).any()
+    bound = lambda ref: "≥" if lost["dynamix"] else "≤" if lost.get(ref, False) else ""  # noqa: E731
+    blank = {"ci_lo": math.nan, "ci_hi": math.nan, "where": ""}
+    rows = []
+    for ref in (b for b in BOUNDS if "dynamix" in over and b in over):
+        ratio = (over["dynamix"] / over[ref]).dropna()
+        rows += [{**blank, "criterion": "geometric mean over the held-out cells", "reference": ref,
+                  "bar": GOAL_GEOMEAN, "measured": float(np.exp(np.log(ratio).mean())), "bound": bound(ref)},
+                 {**blank, "criterion": "worst held-out cell", "reference": ref, "bar": GOAL_WORST,
+                  "measured": float(ratio.max()), "bound": bound(ref), "where": ", ".join(map(str, ratio.idxmax()))}]
+    if "dynamix" in over and ORACLE in over:
+        geo = np.exp(np.log(over.drop(columns=[*BOUNDS], errors="ignore").dropna(axis=1)).mean())
+        best = geo.drop("dynamix").idxmin()
+        rows.append({**blank, "criterion": "geometric mean over the best other policy's", "reference": best,
+                     "bar": 1 + cfg.experiments.tie_margin, "measured": float(geo["dynamix"] / geo[best]),
+                     "bound": bound(best)})
+    missed_runs = int(agent["time_to_target_s"].isna().sum())
+    rows.append({**blank, "criterion": "runs missing the target", "reference": "", "bar": 0.0,
+                 "measured": float(missed_runs), "bound": "", "where": f"{missed_runs}/{len(agent)}"})
+    for r in ours_rows(inference, cfg):
+        rows.append({"criterion": "pooled paired time ratio", "reference": r["reference"], "bar": GOAL_POOLED,
+                     "measured": r["estimate"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"],
+                     "bound": bound(r["reference"]), "where": r["missed"]})
+    out = pd.DataFrame(rows, columns=GOAL_COLUMNS[:-1])
+    pooled = out["criterion"] == "pooled paired time ratio"
+    out["met"] = (out["measured"] <= out["bar"]) & out["bound"].ne("≥") & (~pooled | (out["ci_hi"] < 1))
+    return out
+
+
+def write_goal(out: Path, inference: pd.DataFrame, policies: pd.DataFrame, cfg: Config) -> None:
+    """``goal.csv`` and ``goal.md`` (:func:`goal`) in ``out``."""
+    table = goal(inference, policies, cfg)
+    io.write_csv(table, out / "goal.csv")
+    io.write_text(out / "goal.md", goal_markdown(table, cfg.evaluation.target_fraction))
+
+
+def goal_markdown(table: pd.DataFrame, level: float) -> str:
+    """:func:`goal` as a GitHub table (``goal.md``), headed by the verdict against each bound: met
+    only if every row that does not name the other bound is."""
+    bounds = [b for b in BOUNDS if b in set(table["reference"])] or [""]
+    verdicts = []
+    for b in bounds:
+        rows = table[~table["reference"].isin(set(BOUNDS) - {b})]
+        name = f"against {b}" if b else "without an oracle run"
+        verdicts.append(f"{'met' if rows['met'].all() else 'not met'} {name} ({int(rows['met'].sum())} of "
+                        f"{len(rows)} criteria)")
+    out = [f"**The agent's bar** (level {level:g}; docs/protocol.md): {'; '.join(verdicts)}", "",
+           "| criterion | against | bar | measured | met |", "|---|---|---|---|---|"]
+    for r in table.itertuples():
+        interval = f" [{r.ci_lo:.2f}, {r.ci_hi:.2f}]" if math.isfinite(r.ci_lo) else ""
+        value = f"{int(r.measured)}" if r.criterion == "runs missing the target" else f"{r.measured:.2f}"
+        where = f" ({r.where})" if r.where else ""
+        bar = "0" if r.criterion == "runs missing the target" else f"≤ {r.bar:.2f}"
+        bar += ", interval below 1" if interval else ""
+        out.append(f"| {r.criterion} | {r.reference or '—'} | {bar} | {r.bound + ' ' if r.bound else ''}{value}"
+                   f"{interval}{where} | {'yes' if r.met else 'no'} |")
+    return "\n".join(out) + "\n"
+
+
 def transfer_budgets(summary_json: Path) -> dict:
     """Per transfer pair, the PPO transitions of each policy (the transfer stage's ``summary.json``)."""
     if not summary_json.exists():
@@ -509,6 +598,7 @@ def run(cfg: Config, out_dir: str | Path) -> dict:
     policies = per_policy(inference, cfg, _optional(root / "inference" / "levels.csv"))
     io.write_csv(policies, out / "per_policy.csv")
     io.write_text(out / "per_policy.md", per_policy_markdown(policies, cfg.evaluation.target_fraction))
+    write_goal(out, inference, policies, cfg)
     io.write_csv(pd.DataFrame(comparisons), out / "comparisons.csv")
     io.write_text(out / "claims.md", to_markdown(table, cfg))
     records = table.to_dict(orient="records")
@@ -611,6 +701,7 @@ def republish(folder: str | Path, cfg: Config) -> None:
     policies = per_policy(inference, cfg, _optional(folder / PUBLISHED_INPUTS["levels"]))
     io.write_csv(policies, folder / "per_policy.csv")
     io.write_text(folder / "per_policy.md", per_policy_markdown(policies, cfg.evaluation.target_fraction))
+    write_goal(folder, inference, policies, cfg)
 
 
 def held_out_markdown(inference: pd.DataFrame, cells: pd.DataFrame, clusters: pd.DataFrame | None = None) -> str:

@@ -23,6 +23,8 @@ PUBLISHED = {
     "claims/held_out.md": "held_out.md",
     "claims/per_policy.csv": "per_policy.csv",
     "claims/per_policy.md": "per_policy.md",
+    "claims/goal.csv": "goal.csv",
+    "claims/goal.md": "goal.md",
     "scalability/summary.csv": "scalability_summary.csv",
     "baselines/summary.csv": "baselines_summary.csv",
     "inference/summary.csv": "inference_summary.csv",
