@@ -88,5 +88,6 @@ def test_each_bound_has_its_own_verdict_and_neither_bounds_rows_count_against_th
 
 
 def test_without_the_agent_there_is_no_bar_to_read(cfg):
-    table, _ = bar({"a": {k: v for k, v in cell(8.0, lbbsp=1.2).items()}}, cfg)
+    table, md = bar({"a": cell(8.0, lbbsp=1.2)}, cfg)
     assert table.empty and list(table.columns) == claims.GOAL_COLUMNS
+    assert md.endswith("no agent in this evaluation\n") and " met" not in md

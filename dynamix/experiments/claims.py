@@ -534,6 +534,8 @@ def write_goal(out: Path, inference: pd.DataFrame, policies: pd.DataFrame, cfg: 
 def goal_markdown(table: pd.DataFrame, level: float) -> str:
     """:func:`goal` as a GitHub table (``goal.md``), headed by the verdict against each bound: met
     only if every row that does not name the other bound is."""
+    if table.empty:
+        return f"**The agent's bar** (level {level:g}; docs/protocol.md): no agent in this evaluation\n"
     bounds = [b for b in BOUNDS if b in set(table["reference"])] or [""]
     verdicts = []
     for b in bounds:
@@ -689,8 +691,9 @@ def from_published(folder: str | Path, cfg: Config) -> tuple[pd.DataFrame, pd.Da
 
 
 def republish(folder: str | Path, cfg: Config) -> None:
-    """Rewrite a published profile's ``claims.csv``, ``claims.md``, ``per_cluster.csv`` and
-    ``held_out.md`` from its summaries (after a change of the protocol, without rerunning a simulation)."""
+    """Rewrite a published profile's ``claims.csv``, ``claims.md``, ``per_cluster.csv``,
+    ``held_out.md``, ``per_policy.*`` and ``goal.*`` from its summaries (after a change of the protocol,
+    without rerunning a simulation)."""
     folder = Path(folder)
     table, cells = from_published(folder, cfg)
     io.write_csv(table, folder / "claims.csv")
