@@ -82,9 +82,10 @@ def test_published_claims_are_recomputed_from_the_published_summaries(root):
 
 
 @pytest.mark.parametrize("root", PUBLISHED, ids=lambda p: p.name)
-def test_the_published_agents_bar_is_recomputed_from_the_published_summaries(root):
-    """goal.csv, goal.md and per_policy.md follow from the published per-run summaries, and the bar is
-    not met: no published agent clears it (docs/results.md), so a table that says it does is wrong."""
+def test_the_published_agents_bar_and_tables_are_recomputed_from_the_published_summaries(root):
+    """goal.csv and every published markdown table (goal, per_policy, claims, held_out) follow from the
+    published per-run summaries, and the bar is not met: no published agent clears it
+    (docs/results.md), so a table that says it does is wrong."""
     cfg = published_config(root)
     inference = pd.read_csv(root / claims.PUBLISHED_INPUTS["inference"])
     levels = root / claims.PUBLISHED_INPUTS["levels"]
@@ -96,6 +97,11 @@ def test_the_published_agents_bar_is_recomputed_from_the_published_summaries(roo
     assert (root / "goal.md").read_text() == claims.goal_markdown(claims.goal(inference, policies, cfg),
                                                                   cfg.evaluation.target_fraction)
     assert (root / "per_policy.md").read_text() == claims.per_policy_markdown(policies, cfg.evaluation.target_fraction)
+    table, cells = claims.from_published(root, cfg)
+    assert (root / "claims.md").read_text() == claims.to_markdown(table, cfg)
+    clusters = root / "clusters.csv"
+    assert (root / "held_out.md").read_text() == claims.held_out_markdown(
+        inference, cells, pd.read_csv(clusters) if clusters.exists() else None)
     assert not published["met"].all()
 
 
